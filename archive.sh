@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Packages models with the video frame handler into model_store/.
+#
+#   ./archive.sh                                   the demo archives: frame_quality, fixed_batch_cnn
+#   ./archive.sh NAME MODEL_FILE CONFIG_YAML [VERSION]
+#                                                  your own model: a TorchScript (.pt) or
+#                                                  torch.export (.pt2) file and a model-config
+#                                                  YAML with a `handler:` section
+# Environment: MODEL_STORE (default: model_store/ beside this script), PYTHON (default: python3).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+store="${MODEL_STORE:-$here/model_store}"
+python="${PYTHON:-python3}"
+
+die() { echo "archive.sh: $*" >&2; exit 1; }
+
+command -v torch-model-archiver >/dev/null ||
+  die "torch-model-archiver not found: pip install torch-model-archiver==0.12.0"
+
+package() {
+  local name=$1 model=$2 config=$3 version=${4:-1.0}
+  [[ $name =~ ^[A-Za-z0-9][A-Za-z0-9_.-]*$ ]] || die "invalid model name '$name': use letters, digits, _ . -"
+  [[ -f $model ]] || die "model file not found: $model"
+  [[ -f $config ]] || die "model-config YAML not found: $config"
+  case $model in
+    *.pt|*.ts|*.torchscript|*.pt2) ;;
+    *) die "cannot package $model: use a TorchScript (.pt) or torch.export (.pt2) file" ;;
+  esac
+  # Check the handler: section now rather than at worker start.
+  PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" -c '
+import sys, yaml
+from handler.config import HandlerConfig
+HandlerConfig.from_mapping((yaml.safe_load(open(sys.argv[1])) or {}).get("handler"))
+' "$config" || die "fix the handler: section of $config"
+
+  local stage
+  stage="$(mktemp -d)"
+  mkdir -p "$stage/handler"
+  cp "$here"/handler/*.py "$stage/handler/"
+  mkdir -p "$store"
+  torch-model-archiver --model-name "$name" --version "$version" \
+    --serialized-file "$model" --handler "$here/handler/service.py" \
+    --extra-files "$stage" --config-file "$config" \
+    --export-path "$store" --force
+  rm -rf "$stage"
+  echo "archive.sh: wrote $store/$name.mar"
+}
+
+if [[ $# -eq 0 ]]; then
+  build="$(mktemp -d)"
+  trap 'rm -rf "$build"' EXIT
+  PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" -m handler.models.build "$build"
+  package frame_quality "$build/frame_quality.pt" "$here/handler/models/frame_quality.yaml"
+  package fixed_batch_cnn "$build/fixed_batch_cnn.pt2" "$here/handler/models/fixed_batch_cnn.yaml"
+elif [[ $# -ge 3 && $# -le 4 ]]; then
+  package "$@"
+else
+  sed -n '2,10p' "$0" >&2
+  exit 2
+fi

@@ -1,0 +1,1 @@
+"""Video frame handler for TorchServe: variable batch size and resolution, bounded memory."""

@@ -1,0 +1,69 @@
+"""Typed errors: a bad frame becomes one of these values, answered with its own HTTP status."""
+
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """A `handler:` setting is invalid; raised once, at `initialize`."""
+
+
+class FrameError(Exception):
+    """A request that cannot be served; carries the HTTP status it is answered with."""
+
+    status = 400
+
+    @property
+    def kind(self) -> str:
+        return type(self).__name__
+
+    #: Metric dimension `Reason` for `video_frames_rejected_total`.
+    reason = "bad_input"
+
+
+class UnsupportedContentType(FrameError):
+    """The Content-Type is not one of the wire protocol's."""
+
+
+class CorruptFrame(FrameError):
+    """The body cannot be decoded: truncated or corrupt image, malformed npy or raw body."""
+
+
+class BadHeader(FrameError):
+    """A request header the handler reads has a malformed value."""
+
+
+class EmptyFrame(FrameError):
+    """The body or a frame in it has no pixels."""
+
+
+class FrameTooLarge(FrameError):
+    """A frame's width or height is above the configured maximum."""
+
+    reason = "too_large"
+
+
+class ClipTooLarge(FrameError):
+    """A clip holds more frames or pixels than configured."""
+
+    reason = "too_large"
+
+
+class StaleFrame(FrameError):
+    """The frame was older than `max_frame_age_ms` when its batch started."""
+
+    status = 504
+    reason = "stale"
+
+
+class DeviceOutOfMemory(FrameError):
+    """The device ran out of memory on this frame alone, even after splitting to one frame."""
+
+    status = 507
+    reason = "oom"
+
+
+class InternalError(FrameError):
+    """A bug in the handler or the model; logged with its traceback."""
+
+    status = 500
+    reason = "internal"

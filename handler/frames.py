@@ -1,0 +1,186 @@
+"""One request's body -> its frames (uint8 `[H, W, 3]` arrays), or a FrameError.
+
+Every size is checked from a header before anything of that size is allocated.
+"""
+
+from __future__ import annotations
+
+import enum
+import io
+import math
+from collections.abc import Mapping
+
+import numpy as np
+from numpy.lib import format as npy_format
+from PIL import Image
+
+from handler.config import HandlerConfig
+from handler.errors import (
+    ClipTooLarge,
+    CorruptFrame,
+    EmptyFrame,
+    FrameTooLarge,
+    UnsupportedContentType,
+)
+
+_IMAGE_FORMATS = {"image/jpeg": "JPEG", "image/png": "PNG"}
+_NPY_MAX_HEADER = 4096
+
+
+class PixelFormat(enum.Enum):
+    """`X-Pixel-Format` of a raw `application/octet-stream` body."""
+
+    RGB24 = "rgb24"
+    BGR24 = "bgr24"
+    GRAY8 = "gray8"
+
+    @property
+    def channels(self) -> int:
+        return 1 if self is PixelFormat.GRAY8 else 3
+
+
+def decode(body: object, content_type: str | None, headers: Mapping[str, str],
+           config: HandlerConfig) -> list[np.ndarray]:
+    """Decodes one request.
+
+    Args:
+        body: the request body as TorchServe hands it (bytes for binary content types).
+        content_type: the request's Content-Type.
+        headers: request headers, names in lower case.
+        config: the limits to enforce.
+
+    Returns:
+        The frames, each `[H, W, 3]` uint8 (possibly a read-only or strided view of `body`).
+
+    Raises:
+        FrameError: the request cannot be served; its status says why.
+    """
+    media = (content_type or "").split(";")[0].strip().lower()
+    if not isinstance(body, (bytes, bytearray)):
+        raise UnsupportedContentType(
+            f"Content-Type {media or '(none)'!r} is not supported: send image/jpeg, image/png, "
+            "application/x-npy or application/octet-stream"
+        )
+    if not body:
+        raise EmptyFrame("the request body is empty")
+    if media in _IMAGE_FORMATS:
+        return [_decode_image(body, _IMAGE_FORMATS[media], config)]
+    if media == "application/x-npy":
+        return _decode_npy(body, config)
+    if media == "application/octet-stream":
+        return _decode_raw(body, headers, config)
+    raise UnsupportedContentType(
+        f"Content-Type {media or '(none)'!r} is not supported: send image/jpeg, image/png, "
+        "application/x-npy or application/octet-stream"
+    )
+
+
+def check_clip(frames: int, height: int, width: int, config: HandlerConfig) -> None:
+    """Checks one frame size and the clip length against the limits, before any allocation."""
+    if frames <= 0 or height <= 0 or width <= 0:
+        raise EmptyFrame(f"zero-sized frame: {frames} frame(s) of {width}x{height}")
+    if width > config.max_width or height > config.max_height:
+        raise FrameTooLarge(
+            f"frame {width}x{height} is above the maximum {config.max_width}x{config.max_height}"
+        )
+    if frames > config.max_clip_frames:
+        raise ClipTooLarge(f"clip of {frames} frames is above the maximum {config.max_clip_frames}")
+    if frames * height * width > config.max_clip_pixels:
+        raise ClipTooLarge(
+            f"clip of {frames} frames of {width}x{height} holds {frames * height * width} pixels, "
+            f"above the maximum {config.max_clip_pixels}"
+        )
+
+
+def _decode_image(body: bytes | bytearray, fmt: str, config: HandlerConfig) -> np.ndarray:
+    try:
+        with Image.open(io.BytesIO(body), formats=[fmt]) as image:
+            width, height = image.size
+            check_clip(1, height, width, config)
+            rgb = image.convert("RGB") if image.mode != "RGB" else image
+            rgb.load()
+            return np.asarray(rgb)
+    except (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError) as err:
+        raise CorruptFrame(f"cannot decode the {fmt} image: {err}") from None
+
+
+def _decode_npy(body: bytes | bytearray, config: HandlerConfig) -> list[np.ndarray]:
+    stream = io.BytesIO(body)
+    try:
+        version = npy_format.read_magic(stream)
+        read_header = {
+            (1, 0): npy_format.read_array_header_1_0,
+            (2, 0): npy_format.read_array_header_2_0,
+        }.get(version)
+        if read_header is None:
+            raise ValueError(f"npy format version {version} is not supported")
+        shape, fortran_order, dtype = read_header(stream, max_header_size=_NPY_MAX_HEADER)
+    except (ValueError, SyntaxError, TypeError, EOFError) as err:
+        raise CorruptFrame(f"malformed npy header: {err}") from None
+    if dtype != np.uint8:
+        raise CorruptFrame(f"npy dtype {dtype} is not supported: send uint8 pixels")
+    if len(shape) == 2:
+        clip, (height, width) = 1, shape
+    elif len(shape) == 3 and shape[2] == 3:
+        clip, (height, width, _) = 1, shape
+    elif len(shape) == 4 and shape[3] == 3:
+        clip, height, width, _ = shape
+    else:
+        raise CorruptFrame(f"npy shape {shape} is not supported: send (H, W, 3), (H, W) or (N, H, W, 3)")
+    check_clip(clip, height, width, config)
+    offset = stream.tell()
+    expected = math.prod(shape)
+    if len(body) - offset != expected:
+        raise CorruptFrame(
+            f"npy header declares shape {shape} ({expected} bytes) but the body holds "
+            f"{len(body) - offset} bytes of data"
+        )
+    array = np.frombuffer(body, np.uint8, count=expected, offset=offset)
+    array = array.reshape(shape, order="F" if fortran_order else "C")
+    return _split_clip(array)
+
+
+def _decode_raw(body: bytes | bytearray, headers: Mapping[str, str],
+                config: HandlerConfig) -> list[np.ndarray]:
+    width = _header_int(headers, "x-frame-width")
+    height = _header_int(headers, "x-frame-height")
+    name = headers.get("x-pixel-format", PixelFormat.RGB24.value).strip().lower()
+    try:
+        pixel_format = PixelFormat(name)
+    except ValueError:
+        choices = [p.value for p in PixelFormat]
+        raise CorruptFrame(f"X-Pixel-Format {name!r} is not supported: use one of {choices}") from None
+    check_clip(1, height, width, config)
+    frame_bytes = width * height * pixel_format.channels
+    clip, remainder = divmod(len(body), frame_bytes)
+    if remainder:
+        raise CorruptFrame(
+            f"raw body of {len(body)} bytes is not a whole number of {width}x{height} "
+            f"{pixel_format.value} frames ({frame_bytes} bytes each)"
+        )
+    check_clip(clip, height, width, config)
+    array = np.frombuffer(body, np.uint8).reshape(clip, height, width, pixel_format.channels)
+    if pixel_format is PixelFormat.BGR24:
+        array = array[..., ::-1]
+    return _split_clip(array)
+
+
+def _header_int(headers: Mapping[str, str], name: str) -> int:
+    value = headers.get(name)
+    if value is None:
+        raise CorruptFrame(f"a raw application/octet-stream body needs the {name} header")
+    value = value.strip()
+    if not value.isdigit() or len(value) > 6:
+        raise CorruptFrame(f"header {name}: {value[:32]!r} is not a positive whole number")
+    return int(value)
+
+
+def _split_clip(array: np.ndarray) -> list[np.ndarray]:
+    """`[N, H, W, C]`, `[H, W, 3]` or `[H, W]` -> N views of `[H, W, 3]` (grey is broadcast)."""
+    if array.ndim == 2:
+        array = array[None, :, :, None]
+    elif array.ndim == 3:
+        array = array[None]
+    if array.shape[-1] == 1:
+        array = np.broadcast_to(array, (*array.shape[:-1], 3))
+    return list(array)

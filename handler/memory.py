@@ -1,0 +1,94 @@
+"""Chunk planning under the model's batch limit and a memory budget; pinned staging; OOM limits."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from handler.config import HandlerConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """Frames that go through one forward together.
+
+    Attributes:
+        shape: the slot size (Hb, Wb) the frames are padded to.
+        items: indexes into the batch's flat list of frames.
+    """
+
+    shape: tuple[int, int]
+    items: tuple[int, ...]
+
+
+class ChunkPlanner:
+    """Splits a batch's frames into chunks; remembers the chunk size that fit after an OOM."""
+
+    def __init__(self, config: HandlerConfig) -> None:
+        self._config = config
+        self._learned: dict[tuple[int, int], int] = {}
+
+    def limit(self, shape: tuple[int, int]) -> int:
+        """Most frames of slot size `shape` one forward may take."""
+        limit = min(self._config.max_chunk, self._learned.get(shape, math.inf))
+        if self._config.memory_budget_bytes is not None:
+            per_frame = shape[0] * shape[1] * self._config.bytes_per_pixel
+            limit = min(limit, self._config.memory_budget_bytes // per_frame)
+        return max(1, int(limit))
+
+    def learn(self, shape: tuple[int, int], fits: int) -> None:
+        """Records that `fits` frames of slot size `shape` is the most to try from now on."""
+        self._learned[shape] = min(self._learned.get(shape, fits), max(1, fits))
+
+    def plan(self, groups: dict[tuple[int, int], list[int]]) -> list[Chunk]:
+        """Chunks for frames grouped by slot size, each at most `limit(shape)` long."""
+        chunks = []
+        for shape, items in groups.items():
+            size = self.limit(shape)
+            chunks.extend(Chunk(shape, tuple(items[i:i + size])) for i in range(0, len(items), size))
+        return chunks
+
+
+class Staging:
+    """A host buffer reused across chunks through views; pinned when the device is CUDA."""
+
+    def __init__(self, device: torch.device) -> None:
+        self._device = device
+        self._pinned = device.type == "cuda"
+        self._buffer: torch.Tensor | None = None
+        self._copied: torch.cuda.Event | None = None
+
+    def take(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """A uint8 tensor of `shape` over the buffer; waits until the last upload has left it."""
+        if self._copied is not None:
+            self._copied.synchronize()
+            self._copied = None
+        numel = math.prod(shape)
+        if self._buffer is None or self._buffer.numel() < numel:
+            self._buffer = None  # free the old one before allocating the larger
+            self._buffer = torch.empty(numel, dtype=torch.uint8, pin_memory=self._pinned)
+        return self._buffer[:numel].view(shape)
+
+    def upload(self, tensor: torch.Tensor) -> torch.Tensor:
+        """The tensor on the device: asynchronous from pinned memory on CUDA, itself on CPU."""
+        if self._device.type == "cpu":
+            return tensor
+        moved = tensor.to(self._device, non_blocking=self._pinned)
+        if self._pinned:
+            self._copied = torch.cuda.Event()
+            self._copied.record()
+        return moved
+
+
+def peak_memory(device: torch.device) -> int:
+    """Peak allocated device memory since the last reset, in bytes; 0 off CUDA."""
+    if device.type != "cuda":
+        return 0
+    return torch.cuda.max_memory_allocated(device)
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)

@@ -1,0 +1,76 @@
+"""The one TorchServe handler class: translates between TorchServe's context and the core.
+
+TorchServe imports this file as a top-level module and takes the one class defined in it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import torch
+from ts.metrics.metric_type_enum import MetricTypes
+from ts.torch_handler.base_handler import BaseHandler
+
+from handler.config import HandlerConfig
+from handler.loading import load_model
+from handler.metrics import Kind, samples
+from handler.pipeline import BatchStats, Pipeline, Request
+
+logger = logging.getLogger(__name__)
+
+_METRIC_TYPES = {Kind.COUNTER: MetricTypes.COUNTER, Kind.GAUGE: MetricTypes.GAUGE}
+
+
+class VideoFrameHandler(BaseHandler):
+    """Serves frames and clips of any batch size and resolution; one status per request."""
+
+    def initialize(self, context) -> None:
+        properties = context.system_properties
+        self.config = HandlerConfig.from_mapping((context.model_yaml_config or {}).get("handler"))
+        gpu = properties.get("gpu_id")
+        self.device = torch.device(
+            f"cuda:{gpu}" if torch.cuda.is_available() and gpu is not None else "cpu"
+        )
+        serialized = context.manifest["model"].get("serializedFile")
+        if not serialized:
+            raise ValueError("the archive has no model file: pass --serialized-file to the archiver")
+        model = load_model(os.path.join(properties["model_dir"], serialized), self.device)
+        self.pipeline = Pipeline(model, self.config, self.device)
+        self.batch_size = int(properties.get("batch_size") or 1)
+        self.initialized = True
+        logger.info("video handler ready on %s with %s", self.device, self.config)
+
+    def handle(self, data, context) -> list[str]:
+        requests = [_request(item, context, idx) for idx, item in enumerate(data)]
+        responses, stats = self.pipeline.run(requests)
+        for idx, response in enumerate(responses):
+            context.set_response_status(response.status, response.phrase, idx)
+            context.set_response_content_type(idx, "application/json")
+        self._emit(context, stats)
+        return [response.body for response in responses]
+
+    def _emit(self, context, stats: BatchStats) -> None:
+        """Never fails a request: an emission error is logged and dropped."""
+        try:
+            for sample in samples(stats, self.batch_size):
+                metric = context.metrics.get_metric(sample.name, _METRIC_TYPES[sample.kind])
+                dims = [context.model_name, "Model"] + ([sample.reason] if sample.reason else [])
+                metric.add_or_update(sample.value, dims)
+        except Exception:
+            logger.exception("emitting batch metrics failed; requests are unaffected")
+
+
+def _request(item: dict, context, idx: int) -> Request:
+    """TorchServe's per-request dict and headers -> the core's Request."""
+    headers = {
+        str(name).lower(): value
+        for name, value in (context.get_all_request_header(idx) or {}).items()
+        if isinstance(value, str)
+    }
+    for key in ("body", "data"):
+        if key in item:
+            param = context.get_request_header(idx, key)
+            content_type = param.get("content-type") if isinstance(param, dict) else None
+            return Request(item[key], content_type or headers.get("content-type"), headers)
+    return Request(None, headers.get("content-type"), headers)
