@@ -100,7 +100,9 @@ def _decode_image(body: bytes | bytearray, fmt: str, config: HandlerConfig) -> n
             rgb = image.convert("RGB") if image.mode != "RGB" else image
             rgb.load()
             return np.asarray(rgb)
-    except (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError) as err:
+    except Image.DecompressionBombError as err:  # Pillow's own limit, above ours
+        raise FrameTooLarge(f"the {fmt} image is too large: {err}") from None
+    except (OSError, SyntaxError, ValueError, EOFError) as err:
         raise CorruptFrame(f"cannot decode the {fmt} image: {err}") from None
 
 

@@ -1,0 +1,183 @@
+import json
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from handler.config import HandlerConfig
+from handler.models import fixed_batch_cnn, frame_quality
+from handler.pipeline import Pipeline, Request
+from tests import support
+
+QUALITY = HandlerConfig.from_mapping({"model_max_batch": 16, "pass_sizes": True})
+
+
+@pytest.fixture(scope="module")
+def quality_model():
+    return frame_quality.build()
+
+
+def _npy_request(pixels, frame_id):
+    return Request(support.npy(pixels), "application/x-npy", {"x-frame-id": str(frame_id)})
+
+
+def _noise(h, w, seed):
+    return np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
+
+
+side = st.one_of(st.integers(16, 200), st.integers(16, 2000))
+batches = st.lists(st.tuples(side, side), min_size=1, max_size=64).filter(
+    lambda sizes: sum(h * w for h, w in sizes) <= 12_000_000)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches, st.data())
+def test_any_batch_size_and_resolution_mix_is_answered_in_order_with_exact_values(
+        quality_model, sizes, data):
+    frames = [_noise(h, w, i) for i, (h, w) in enumerate(sizes)]
+    requests = [_npy_request(f, i) for i, f in enumerate(frames)]
+    bad = data.draw(st.integers(-1, len(requests) - 1), label="bad index")
+    if bad >= 0:
+        requests[bad] = Request(b"\x93NUMPY broken", "application/x-npy", {"x-frame-id": str(bad)})
+    responses, stats = Pipeline(quality_model, QUALITY).run(requests)
+    assert len(responses) == len(requests)
+    for i, (response, pixels) in enumerate(zip(responses, frames)):
+        body = json.loads(response.body)
+        assert body["frame_id"] == str(i)
+        if i == bad:
+            assert (response.status, body["type"]) == (400, "CorruptFrame")
+            continue
+        assert response.status == 200
+        [result] = body["frames"]
+        assert (result["height"], result["width"]) == pixels.shape[:2]
+        support.assert_quality(result["outputs"], pixels)
+    assert stats.frames == len(requests)
+    assert stats.rejected == ({"bad_input": 1} if bad >= 0 else {})
+
+
+class CountingModel:
+    """Counts forward calls and the largest batch seen; optionally raises OOM above a batch."""
+
+    def __init__(self, model, oom_above=None):
+        self.model, self.oom_above, self.calls, self.batches = model, oom_above, 0, []
+
+    def __call__(self, x, *rest):
+        self.calls += 1
+        self.batches.append(x.shape[0])
+        if self.oom_above is not None and x.shape[0] > self.oom_above:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
+        return self.model(x, *rest)
+
+
+def test_a_burst_larger_than_the_model_batch_runs_in_chunks(quality_model):
+    model = CountingModel(quality_model)
+    frames = [support.frame(72, 128, i) for i in range(32)]
+    responses, _ = Pipeline(model, QUALITY).run([_npy_request(f, i) for i, f in enumerate(frames)])
+    assert [r.status for r in responses] == [200] * 32
+    assert model.batches == [16, 16]
+
+
+def test_mixed_resolutions_are_grouped_by_bucket(quality_model):
+    model = CountingModel(quality_model)
+    shapes = [(480, 640), (720, 1280), (481, 641), (720, 1280), (97, 33)]
+    frames = [support.frame(h, w, i) for i, (h, w) in enumerate(shapes)]
+    responses, stats = Pipeline(model, QUALITY).run([_npy_request(f, i) for i, f in enumerate(frames)])
+    assert [r.status for r in responses] == [200] * 5
+    assert sorted(model.batches) == [1, 1, 1, 2]  # 480x640 and 481x641 differ in the 32-bucket
+    for response, pixels in zip(responses, frames):
+        support.assert_quality(json.loads(response.body)["frames"][0]["outputs"], pixels)
+    assert 0 < stats.padding_ratio < 0.1
+
+
+def test_out_of_memory_halves_the_chunk_and_remembers(quality_model):
+    model = CountingModel(quality_model, oom_above=4)
+    pipeline = Pipeline(model, QUALITY)
+    frames = [support.frame(64, 64, i) for i in range(16)]
+    responses, stats = pipeline.run([_npy_request(f, i) for i, f in enumerate(frames)])
+    assert [r.status for r in responses] == [200] * 16
+    assert stats.oom_splits == 1 + 2  # 16 -> 8 + 8, each 8 -> 4 + 4
+    for response, pixels in zip(responses, frames):
+        support.assert_quality(json.loads(response.body)["frames"][0]["outputs"], pixels)
+    model.batches.clear()
+    _, stats = pipeline.run([_npy_request(f, i) for i, f in enumerate(frames)])
+    assert stats.oom_splits == 0 and model.batches == [4, 4, 4, 4]
+
+
+def test_a_frame_that_never_fits_gets_507_alone(quality_model):
+    model = CountingModel(quality_model, oom_above=0)
+    requests = [_npy_request(support.frame(32, 32, i), i) for i in range(3)]
+    requests.append(Request(b"", "image/png"))
+    responses, stats = Pipeline(model, QUALITY).run(requests)
+    assert [r.status for r in responses] == [507, 507, 507, 400]
+    assert json.loads(responses[0].body)["type"] == "DeviceOutOfMemory"
+    assert stats.rejected == {"oom": 3, "bad_input": 1}
+
+
+def test_memory_budget_caps_the_chunk(quality_model):
+    model = CountingModel(quality_model)
+    config = HandlerConfig.from_mapping(
+        {"pass_sizes": True, "memory_budget_bytes": 3 * 64 * 64 * 64, "bytes_per_pixel": 64})
+    frames = [support.frame(64, 64, i) for i in range(7)]
+    responses, _ = Pipeline(model, config).run([_npy_request(f, i) for i, f in enumerate(frames)])
+    assert [r.status for r in responses] == [200] * 7
+    assert model.batches == [3, 3, 1]
+
+
+def test_stale_frames_get_504_without_model_time(quality_model):
+    model = CountingModel(quality_model)
+    config = HandlerConfig.from_mapping({"pass_sizes": True, "max_frame_age_ms": 200})
+    pipeline = Pipeline(model, config, clock=lambda: 1000.0)
+    body = support.npy(support.frame(16, 16))
+    requests = [
+        Request(body, "application/x-npy", {"x-capture-time": "999.5"}),
+        Request(body, "application/x-npy", {"x-capture-time": "999.9"}),
+        Request(body, "application/x-npy", {"x-capture-time": "yesterday"}),
+        Request(body, "application/x-npy"),
+    ]
+    responses, stats = pipeline.run(requests)
+    assert [r.status for r in responses] == [504, 200, 400, 200]
+    assert json.loads(responses[0].body)["type"] == "StaleFrame"
+    assert model.batches == [2]
+    stale_only, _ = pipeline.run(requests[:1])
+    assert stale_only[0].status == 504 and model.calls == 1
+
+
+def test_a_model_error_fails_only_its_chunk(quality_model):
+    def model(x, sizes):
+        if x.shape[2] > 64:
+            raise RuntimeError("boom")
+        return quality_model(x, sizes)
+
+    requests = [_npy_request(support.frame(64, 64), 0), _npy_request(support.frame(128, 128), 1)]
+    responses, stats = Pipeline(model, QUALITY).run(requests)
+    assert [r.status for r in responses] == [200, 500]
+    assert stats.rejected == {"internal": 1}
+
+
+@pytest.fixture(scope="module")
+def static_engine():
+    return fixed_batch_cnn.build().module()
+
+
+def test_the_static_engine_refuses_other_batches(static_engine):
+    with pytest.raises(Exception, match="16"):
+        static_engine(torch.zeros(32, 3, 128, 128))
+
+
+def test_static_batch_pads_chunks_and_drops_padded_rows(static_engine):
+    config = HandlerConfig.from_mapping({
+        "static_batch": 16, "resize": "letterbox", "input_size": [128, 128], "output_names": ["scores"]})
+    model = CountingModel(static_engine)
+    pipeline = Pipeline(model, config)
+    clip = np.stack([support.frame(240, 320, i) for i in range(20)])
+    [response], stats = pipeline.run([Request(support.npy(clip), "application/x-npy")])
+    assert response.status == 200 and model.batches == [16, 16]
+    together = json.loads(response.body)["frames"]
+    assert len(together) == 20 and all(len(f["outputs"]["scores"]) == 10 for f in together)
+    alone = [json.loads(pipeline.run([_npy_request(f, 0)])[0][0].body)["frames"][0] for f in clip[:3]]
+    for a, b in zip(together, alone):
+        np.testing.assert_allclose(a["outputs"]["scores"], b["outputs"]["scores"], rtol=1e-5, atol=1e-6)
+    mixed = [_npy_request(support.frame(h, w, 1), 0) for h, w in [(480, 640), (1080, 1920), (33, 97)]]
+    assert [r.status for r in pipeline.run(mixed)[0]] == [200, 200, 200]
