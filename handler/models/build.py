@@ -10,13 +10,17 @@ import torch
 from handler.models import fixed_batch_cnn, frame_quality
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("out_dir", type=pathlib.Path)
-    out = parser.parse_args().out_dir
+def build_all(out: pathlib.Path) -> None:
+    """Writes `frame_quality.pt` (TorchScript) and `fixed_batch_cnn.pt2` (torch.export) to `out`."""
     out.mkdir(parents=True, exist_ok=True)
     frame_quality.build().save(str(out / "frame_quality.pt"))
     torch.export.save(fixed_batch_cnn.build(), str(out / "fixed_batch_cnn.pt2"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("out_dir", type=pathlib.Path)
+    build_all(parser.parse_args().out_dir)
 
 
 if __name__ == "__main__":

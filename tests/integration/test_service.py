@@ -1,0 +1,116 @@
+"""The handler driven in-process through a real `ts.context.Context`, as TorchServe's worker does."""
+
+import json
+import logging
+
+import numpy as np
+import pytest
+import yaml
+from ts.context import Context, RequestProcessor
+from ts.metrics.metric_cache_yaml_impl import MetricsCacheYamlImpl
+
+from handler.errors import ConfigError
+from handler.models.build import build_all
+from handler.service import VideoFrameHandler
+from tests import support
+
+MODELS = support.ROOT / "handler" / "models"
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("models")
+    build_all(out)
+    return out
+
+
+def _context(model_dir, name, serialized, handler_config=None, batch_size=32):
+    raw = yaml.safe_load((MODELS / f"{name}.yaml").read_text())
+    if handler_config is not None:
+        raw["handler"] = handler_config
+    metrics = MetricsCacheYamlImpl(str(support.ROOT / "handler" / "metrics.yaml"))
+    metrics.initialize_cache()
+    manifest = {"model": {"modelName": name, "serializedFile": serialized, "handler": "service.py"}}
+    return Context(name, str(model_dir), manifest, batch_size, None, "0.12.0",
+                   metrics=metrics, model_yaml_config=raw)
+
+
+def _serve(handler, context, requests):
+    """requests: (body, content_type, headers) as the TorchServe frontend forwards them."""
+    context.request_processor = [
+        RequestProcessor({"body": {"content-type": ct}, "Content-Type": ct, **headers})
+        for _, ct, headers in requests]
+    context.request_ids = {i: f"req-{i}" for i in range(len(requests))}
+    context.metrics.set_request_ids(context.request_ids)
+    data = [{"body": bytearray(body)} for body, _, _ in requests]
+    return handler.handle(data, context)
+
+
+@pytest.fixture(scope="module")
+def quality(model_dir):
+    context = _context(model_dir, "frame_quality", "frame_quality.pt")
+    handler = VideoFrameHandler()
+    handler.initialize(context)
+    return handler, context
+
+
+def test_each_request_gets_its_own_status_and_json(quality, caplog):
+    handler, context = quality
+    good = support.frame(720, 1280, 3)
+    jpeg = support.jpeg(support.frame(480, 640, 4))
+    requests = [
+        (support.npy(good), "application/x-npy", {"X-Stream-Id": "cam-7", "X-Frame-Id": "1042"}),
+        (jpeg[:-500], "image/jpeg", {"X-Stream-Id": "cam-8"}),
+        (jpeg, "image/jpeg", {}),
+        (good.tobytes(), "application/octet-stream", {"X-Frame-Width": "1280", "X-Frame-Height": "720"}),
+    ]
+    with caplog.at_level(logging.INFO):
+        bodies = _serve(handler, context, requests)
+    assert len(bodies) == 4
+    assert [context.get_response_status(i)[0] for i in range(4)] == [200, 400, 200, 200]
+    assert all(context.get_response_content_type(i) == "application/json" for i in range(4))
+    first, bad, third, fourth = (json.loads(b) for b in bodies)
+    assert (first["stream_id"], first["frame_id"]) == ("cam-7", "1042")
+    support.assert_quality(first["frames"][0]["outputs"], good)
+    support.assert_quality(third["frames"][0]["outputs"], support.decoded(jpeg))
+    assert fourth["frames"] == first["frames"]
+    assert (bad["code"], bad["type"], bad["stream_id"]) == (400, "CorruptFrame", "cam-8")
+    metrics = "\n".join(r.getMessage() for r in caplog.records if "[METRICS]" in r.getMessage())
+    assert "video_frames_total.Count:4|#ModelName:frame_quality,Level:Model" in metrics
+    assert "video_frames_rejected_total.Count:1|#ModelName:frame_quality,Level:Model,Reason:bad_input" in metrics
+    assert "video_batch_fill_ratio.Ratio:0.125|" in metrics
+
+
+def test_a_32_request_burst_exceeds_the_model_batch(quality):
+    handler, context = quality
+    frames = [support.frame(720, 1280, i) for i in range(32)]
+    bodies = _serve(handler, context, [(support.npy(f), "application/x-npy", {}) for f in frames])
+    assert [context.get_response_status(i)[0] for i in range(32)] == [200] * 32
+    for body, pixels in zip(bodies, frames):
+        support.assert_quality(json.loads(body)["frames"][0]["outputs"], pixels)
+
+
+def test_a_multipart_form_is_refused_alone(quality):
+    handler, context = quality
+    context.request_processor = [RequestProcessor({"file": {"content-type": "image/jpeg"}}),
+                                 RequestProcessor({"body": {"content-type": "image/png"}})]
+    png = support.png(support.frame(20, 20))
+    bodies = handler.handle([{"file": bytearray(b"x")}, {"body": bytearray(png)}], context)
+    assert [context.get_response_status(i)[0] for i in range(2)] == [400, 200]
+    assert json.loads(bodies[0])["type"] == "UnsupportedContentType"
+
+
+def test_the_fixed_batch_engine_serves_a_32_frame_clip(model_dir):
+    context = _context(model_dir, "fixed_batch_cnn", "fixed_batch_cnn.pt2")
+    handler = VideoFrameHandler()
+    handler.initialize(context)
+    clip = np.stack([support.frame(360, 640, i) for i in range(32)])
+    [body] = _serve(handler, context, [(support.npy(clip), "application/x-npy", {})])
+    assert context.get_response_status(0)[0] == 200
+    assert len(json.loads(body)["frames"]) == 32
+
+
+def test_a_wrong_setting_fails_initialize_with_the_fix(model_dir):
+    context = _context(model_dir, "frame_quality", "frame_quality.pt", {"model_max_batch": 0})
+    with pytest.raises(ConfigError, match="handler.model_max_batch = 0"):
+        VideoFrameHandler().initialize(context)
