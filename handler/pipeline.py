@@ -46,6 +46,7 @@ class BatchStats:
     requests: int = 0
     frames: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
+    chunks: int = 0
     oom_splits: int = 0
     padded_pixels: int = 0
     tensor_pixels: int = 0
@@ -170,6 +171,7 @@ class Pipeline:
             bucket(*f.shape[:2], config.size_divisor) for f in frames)))
         rows = max(len(frames), config.static_batch or 0)
         batch = collate(frames, shape, rows, out=self._staging.take((rows, *shape, 3)))
+        stats.chunks += 1
         with torch.inference_mode():
             x = to_model_input(self._staging.upload(batch.tensor), config.normalize)
             sizes, original, model_hw = batch.sizes, None, shape

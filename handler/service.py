@@ -48,6 +48,8 @@ class VideoFrameHandler(BaseHandler):
             context.set_response_status(response.status, response.phrase, idx)
             context.set_response_content_type(idx, "application/json")
         self._emit(context, stats)
+        logger.info("batch: %d requests, %d frames in %d chunks, rejected %s, oom splits %d",
+                    stats.requests, stats.frames, stats.chunks, stats.rejected or "none", stats.oom_splits)
         return [response.body for response in responses]
 
     def _emit(self, context, stats: BatchStats) -> None:
