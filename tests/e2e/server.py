@@ -24,6 +24,22 @@ def build_archives(store: Path, *extra: str) -> None:
                    stdout=subprocess.DEVNULL)
 
 
+def _offset_ports(config: Path, offset: int) -> None:
+    """Moves every port by `offset` (VIDEO_TS_PORT_OFFSET) so several test runs can share a
+    machine; the shipped values are used when it is 0."""
+    if not offset:
+        return
+    with config.open("a") as out:
+        out.write(f"""
+inference_address=http://127.0.0.1:{8080 + offset}
+management_address=http://127.0.0.1:{8081 + offset}
+metrics_address=http://127.0.0.1:{8082 + offset}
+grpc_inference_port={7070 + offset}
+grpc_management_port={7071 + offset}
+initial_worker_port={9000 + offset}
+""")
+
+
 class TorchServe:
     """Starts `torchserve` in `workdir` with copies of config.properties, the metrics YAML and
     the archives of `store`; its own TMPDIR keeps its pid file apart from other instances."""
@@ -34,6 +50,7 @@ class TorchServe:
         (workdir / "tmp").mkdir(parents=True, exist_ok=True)
         (workdir / "handler").mkdir(exist_ok=True)
         shutil.copy(config, workdir / "config.properties")
+        _offset_ports(workdir / "config.properties", int(os.environ.get("VIDEO_TS_PORT_OFFSET", "0")))
         shutil.copy(ROOT / "handler" / "metrics.yaml", workdir / "handler" / "metrics.yaml")
         shutil.copytree(store, workdir / "model_store", dirs_exist_ok=True)
         properties = self.properties()
