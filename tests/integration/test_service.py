@@ -114,3 +114,29 @@ def test_a_wrong_setting_fails_initialize_with_the_fix(model_dir):
     context = _context(model_dir, "frame_quality", "frame_quality.pt", {"model_max_batch": 0})
     with pytest.raises(ConfigError, match="handler.model_max_batch = 0"):
         VideoFrameHandler().initialize(context)
+
+
+def test_metrics_that_fail_to_emit_never_fail_a_request(quality, caplog):
+    handler, context = quality
+
+    class Broken:
+        def set_request_ids(self, ids):
+            pass
+
+        def get_metric(self, *args, **kwargs):
+            raise RuntimeError("metrics backend down")
+
+    working, context.metrics = context.metrics, Broken()
+    try:
+        bodies = _serve(handler, context, [(support.png(support.frame(20, 20)), "image/png", {})])
+    finally:
+        context.metrics = working
+    assert context.get_response_status(0)[0] == 200 and json.loads(bodies[0])["frames"]
+    assert "emitting batch metrics failed" in caplog.text
+
+
+def test_peak_device_memory_is_zero_on_cpu(quality, caplog):
+    handler, context = quality
+    with caplog.at_level(logging.INFO):
+        _serve(handler, context, [(support.png(support.frame(20, 20)), "image/png", {})])
+    assert "video_device_memory_peak_bytes.Bytes:0|#ModelName:frame_quality,Level:Model" in caplog.text
