@@ -1,0 +1,113 @@
+"""`video-loadgen`: simulated cameras posting frames to TorchServe, open loop, with an SLA verdict.
+
+Exit status: 0 when every request got 200 and p99 latency met --sla-ms, 1 otherwise, 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from loadgen import report
+from loadgen.frames import IMAGES, Format, FrameSource
+from loadgen.metrics import Metrics, calculate_metrics
+from loadgen.runner import Target, run
+from loadgen.schedule import Plan, Resolution, Switch
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="video-loadgen", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--url", default="http://127.0.0.1:8080", help="inference address (default %(default)s)")
+    p.add_argument("--model", default="frame_quality", help="model name (default %(default)s)")
+    p.add_argument("--streams", type=int, default=4, help="cameras (default %(default)s)")
+    p.add_argument("--fps", type=float, default=30.0, help="frames/s per camera (default %(default)s)")
+    p.add_argument("--duration", type=float, default=10.0, help="seconds of sending (default %(default)s)")
+    p.add_argument("--burst-fps", type=float, help="frames/s per camera during the burst (default: no burst)")
+    p.add_argument("--burst-start", type=float, default=0.0, help="burst start, seconds (default %(default)s)")
+    p.add_argument("--burst-duration", type=float, default=5.0, help="burst length, seconds (default %(default)s)")
+    p.add_argument("--resolution", action="append", type=Resolution.parse, metavar="WxH",
+                   help="frame size; repeat to mix (camera i gets the i-th, cycling; default 1280x720)")
+    p.add_argument("--switch", action="append", type=Switch.parse, default=[], metavar="SECONDS:WxH",
+                   help="from SECONDS on, every camera sends WxH (repeatable)")
+    p.add_argument("--format", type=Format, choices=list(Format), default=Format.JPEG,
+                   help="jpeg, png, npy or raw (default jpeg)")
+    p.add_argument("--clip", type=int, default=1, help="frames per request; >1 needs npy or raw (default 1)")
+    token = p.add_mutually_exclusive_group()
+    token.add_argument("--token", help="inference key")
+    token.add_argument("--token-file", type=Path, help="TorchServe's key_file.json (reads inference.key)")
+    p.add_argument("--sla-ms", type=float, default=200.0, help="p99 latency budget, ms (default %(default)s)")
+    p.add_argument("--report", type=Path, help="write the JSON report here")
+    p.add_argument("--plot", type=Path, help="write the latency-over-time PNG here")
+    p.add_argument("--concurrency", type=int, default=128, help="most requests in flight (default %(default)s)")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default %(default)s)")
+    p.add_argument("--distinct", type=int, default=8,
+                   help="distinct frames per camera and size before they repeat (default %(default)s)")
+    p.add_argument("--images", type=Path, default=IMAGES, help="photographs frames are made from")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def read_token(path: Path) -> str:
+    """The inference key from TorchServe's `key_file.json`."""
+    try:
+        return json.loads(path.read_text())["inference"]["key"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"cannot read the inference key from {path}: {exc!r}; "
+                         "pass the key_file.json TorchServe wrote in its working directory") from None
+
+
+def plan_from(args: argparse.Namespace) -> Plan:
+    return Plan(streams=args.streams, fps=args.fps, duration_s=args.duration,
+                resolutions=tuple(args.resolution or [Resolution(1280, 720)]),
+                burst_fps=args.burst_fps, burst_start_s=args.burst_start,
+                burst_duration_s=args.burst_duration, clip=args.clip, switches=tuple(args.switch))
+
+
+def execute(args: argparse.Namespace, progress: bool = True) -> tuple[Metrics, dict]:
+    """Runs the load described by parsed arguments; writes the report and plot when asked."""
+    plan = plan_from(args)
+    token = args.token or (read_token(args.token_file) if args.token_file else None)
+    target = Target(args.url, args.model, token, args.timeout)
+    source = FrameSource(args.format, args.clip, args.distinct, args.images)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        from loadgen.schedule import arrivals
+        bar = tqdm(total=len(arrivals(plan)), unit="req", desc="answers", file=sys.stderr,
+                   dynamic_ncols=True)
+    schedule, records = run(plan, target, source, args.concurrency,
+                            on_record=(lambda r: bar.update(1)) if bar is not None else None)
+    if bar is not None:
+        bar.close()
+    metrics = calculate_metrics(records, plan.duration_s, args.sla_ms, len(schedule) * plan.clip)
+    config = {"url": args.url, "model": args.model, "streams": plan.streams, "fps": plan.fps,
+              "duration_s": plan.duration_s, "burst_fps": plan.burst_fps,
+              "burst_start_s": plan.burst_start_s, "burst_duration_s": plan.burst_duration_s,
+              "resolutions": [str(r) for r in plan.resolutions],
+              "switches": [f"{s.at_s:g}:{s.resolution}" for s in plan.switches],
+              "format": args.format.value, "clip": plan.clip, "concurrency": args.concurrency}
+    data = report.to_json(metrics, records, config, plan.burst_window)
+    if args.report:
+        report.write_json(args.report, data)
+    if args.plot:
+        report.plot(args.plot, records, metrics, plan.burst_window)
+    return metrics, data
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    try:
+        metrics, _ = execute(args, progress=not args.no_progress)
+    except ValueError as exc:
+        p.error(str(exc))
+    print(report.table(metrics))
+    return 0 if metrics.sla_met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""Sends a schedule open loop: each request leaves on its time, whatever earlier answers did."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import requests
+
+from loadgen.frames import FrameSource
+from loadgen.metrics import OK, Record
+from loadgen.schedule import Arrival, Plan, arrivals
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where frames go.
+
+    Attributes:
+        url: the inference address, e.g. `http://127.0.0.1:8080`.
+        model: the model name (`/predictions/{model}`).
+        token: the inference key (sent as `Authorization: Bearer ...`), or None.
+        timeout_s: how long one request may take before it counts as unanswered.
+    """
+
+    url: str
+    model: str
+    token: str | None = None
+    timeout_s: float = 30.0
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.url.rstrip('/')}/predictions/{self.model}"
+
+
+def run(plan: Plan, target: Target, source: FrameSource, concurrency: int = 128,
+        on_record: Callable[[Record], None] | None = None) -> tuple[list[Arrival], list[Record]]:
+    """Sends every request of `plan` and waits for all answers.
+
+    At most `concurrency` requests are in flight; a request due while all are busy leaves late,
+    which shows up in its `sent - scheduled` and, since latency counts from the schedule, in its
+    latency. Each worker thread keeps one keep-alive connection.
+
+    Returns:
+        the schedule and one record per request, in schedule order.
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency = {concurrency}: use 1 or more")
+    schedule = arrivals(plan)
+    for a in schedule:  # render every body before the clock starts
+        source.prepare(a.stream, a.resolution)
+    local = threading.local()
+    auth = {"Authorization": f"Bearer {target.token}"} if target.token else {}
+    records: list[Record | None] = [None] * len(schedule)
+
+    def send(index: int, arrival: Arrival, start: float, wall_start: float) -> None:
+        session = getattr(local, "session", None)
+        if session is None:
+            session = local.session = requests.Session()
+        payload = source.payload(arrival.stream, arrival.frame_id, arrival.resolution)
+        headers = {**auth, "Content-Type": payload.content_type, **payload.headers,
+                   "X-Stream-Id": f"cam-{arrival.stream}", "X-Frame-Id": str(arrival.frame_id),
+                   "X-Capture-Time": f"{wall_start + arrival.t:.6f}"}
+        sent = round(time.perf_counter() - start, 6)
+        status: int | None = None
+        error: str | None = None
+        try:
+            answer = session.post(target.endpoint, data=payload.body, headers=headers, timeout=target.timeout_s)
+            status = answer.status_code
+            if status != OK:
+                error = _error_type(answer)
+        except requests.RequestException as exc:
+            error = type(exc).__name__
+        record = Record(arrival.stream, arrival.frame_id, payload.frames, str(arrival.resolution),
+                        round(arrival.t, 6), sent, round(time.perf_counter() - start, 6), status, error)
+        records[index] = record
+        if on_record is not None:
+            on_record(record)
+
+    with ThreadPoolExecutor(concurrency, thread_name_prefix="camera") as pool:
+        start = time.perf_counter()
+        wall_start = time.time()
+        for index, arrival in enumerate(schedule):
+            delay = start + arrival.t - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            pool.submit(send, index, arrival, start, wall_start)
+    missing = [i for i, r in enumerate(records) if r is None]
+    if missing:
+        raise RuntimeError(f"{len(missing)} of {len(records)} requests left no record")
+    return schedule, records  # type: ignore[return-value]
+
+
+def _error_type(answer: requests.Response) -> str:
+    """The handler's error `type`, TorchServe's reason phrase otherwise."""
+    try:
+        body = answer.json()
+        if isinstance(body, dict) and isinstance(body.get("type"), str):
+            return body["type"]
+    except ValueError:
+        pass
+    return answer.reason or f"HTTP {answer.status_code}"
