@@ -42,6 +42,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--report", type=Path, help="write the JSON report here")
     p.add_argument("--plot", type=Path, help="write the latency-over-time PNG here")
     p.add_argument("--concurrency", type=int, default=128, help="most requests in flight (default %(default)s)")
+    p.add_argument("--max-lag-ms", type=float,
+                   help="drop (do not send) a frame that cannot leave within this of its time (default: send all)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default %(default)s)")
     p.add_argument("--distinct", type=int, default=8,
                    help="distinct frames per camera and size before they repeat (default %(default)s)")
@@ -79,17 +81,21 @@ def execute(args: argparse.Namespace, progress: bool = True) -> tuple[Metrics, d
         from loadgen.schedule import arrivals
         bar = tqdm(total=len(arrivals(plan)), unit="req", desc="answers", file=sys.stderr,
                    dynamic_ncols=True)
-    schedule, records = run(plan, target, source, args.concurrency,
-                            on_record=(lambda r: bar.update(1)) if bar is not None else None)
+    max_lag = None if args.max_lag_ms is None else args.max_lag_ms / 1000.0
+    result = run(plan, target, source, args.concurrency,
+                 on_record=(lambda r: bar.update(1)) if bar is not None else None, max_lag_s=max_lag)
     if bar is not None:
         bar.close()
-    metrics = calculate_metrics(records, plan.duration_s, args.sla_ms, len(schedule) * plan.clip)
+    records = result.records
+    metrics = calculate_metrics(records, plan.duration_s, args.sla_ms, len(result.schedule) * plan.clip,
+                                frames_dropped=len(result.dropped) * plan.clip)
     config = {"url": args.url, "model": args.model, "streams": plan.streams, "fps": plan.fps,
               "duration_s": plan.duration_s, "burst_fps": plan.burst_fps,
               "burst_start_s": plan.burst_start_s, "burst_duration_s": plan.burst_duration_s,
               "resolutions": [str(r) for r in plan.resolutions],
               "switches": [f"{s.at_s:g}:{s.resolution}" for s in plan.switches],
-              "format": args.format.value, "clip": plan.clip, "concurrency": args.concurrency}
+              "format": args.format.value, "clip": plan.clip, "concurrency": args.concurrency,
+              "max_lag_ms": args.max_lag_ms}
     data = report.to_json(metrics, records, config, plan.burst_window)
     if args.report:
         report.write_json(args.report, data)

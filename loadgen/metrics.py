@@ -95,6 +95,7 @@ class Metrics:
         send_lag_ms: how late requests left against their schedule (client saturation).
         per_stream: the same counts and latency per camera.
         wall_s: first scheduled send to last answer.
+        frames_dropped: frames the client dropped unsent (too late to send, `max_lag_s`).
     """
 
     requests_sent: int
@@ -109,6 +110,7 @@ class Metrics:
     send_lag_ms: Latency
     per_stream: dict[int, StreamMetrics] = field(default_factory=dict)
     wall_s: float = 0.0
+    frames_dropped: int = 0
 
 
 def status_key(status: int | None) -> str:
@@ -128,7 +130,7 @@ def _summary(records: Sequence[Record]) -> StreamMetrics:
 
 
 def calculate_metrics(records: Iterable[Record], duration_s: float, sla_ms: float,
-                      offered_frames: int | None = None) -> Metrics:
+                      offered_frames: int | None = None, frames_dropped: int = 0) -> Metrics:
     """Summarises a run.
 
     Args:
@@ -136,6 +138,7 @@ def calculate_metrics(records: Iterable[Record], duration_s: float, sla_ms: floa
         duration_s: the schedule's length (offered_fps = offered frames / duration_s).
         sla_ms: the p99 latency budget.
         offered_frames: frames the schedule held (default: the frames in `records`).
+        frames_dropped: frames dropped unsent; any drop means not every frame got 200.
 
     Raises:
         ValueError: for a non-positive duration or a negative SLA.
@@ -151,7 +154,7 @@ def calculate_metrics(records: Iterable[Record], duration_s: float, sla_ms: floa
         by_stream.setdefault(r.stream, []).append(r)
     ok_frames = sum(r.frames for r in records if r.status == OK)
     wall = (max(r.done for r in records) - min(r.scheduled for r in records)) if records else 0.0
-    all_ok = bool(records) and all(r.status == OK for r in records)
+    all_ok = bool(records) and frames_dropped == 0 and all(r.status == OK for r in records)
     offered = overall.frames_sent if offered_frames is None else offered_frames
     return Metrics(
         requests_sent=overall.requests_sent,
@@ -166,4 +169,5 @@ def calculate_metrics(records: Iterable[Record], duration_s: float, sla_ms: floa
         send_lag_ms=Latency.of([(r.sent - r.scheduled) * 1000.0 for r in records]),
         per_stream={s: _summary(rs) for s, rs in sorted(by_stream.items())},
         wall_s=wall,
+        frames_dropped=frames_dropped,
     )

@@ -42,7 +42,8 @@ def table(metrics: Metrics) -> str:
     """The end-of-run summary: rates, answers by status, latency per camera and overall, verdict."""
     lines = [
         f"offered {metrics.offered_fps:.1f} fps, achieved {metrics.achieved_fps:.1f} fps (frames answered 200 "
-        f"per second over {metrics.wall_s:.1f} s); send lag p99 {metrics.send_lag_ms.p99:.1f} ms",
+        f"per second over {metrics.wall_s:.1f} s); send lag p99 {metrics.send_lag_ms.p99:.1f} ms"
+        + (f"; {metrics.frames_dropped} frames dropped unsent" if metrics.frames_dropped else ""),
         f"{'stream':<8} {'requests':>8} {'frames':>8}  {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
         f"{'max ms':>8}  answers",
     ]
@@ -55,7 +56,10 @@ def table(metrics: Metrics) -> str:
         why = []
         if not metrics.all_ok:
             bad = sum(v for k, v in metrics.responses.items() if k != "200")
-            why.append(f"{bad} of {metrics.requests_sent} requests not answered 200")
+            if bad or not metrics.requests_sent:
+                why.append(f"{bad} of {metrics.requests_sent} requests not answered 200")
+            if metrics.frames_dropped:
+                why.append(f"{metrics.frames_dropped} frames dropped unsent (client too far behind)")
         if metrics.latency_ms.p99 > metrics.sla_ms:
             why.append(f"p99 {metrics.latency_ms.p99:.1f} ms > {metrics.sla_ms:g} ms")
         verdict = "SLA MISSED: " + "; ".join(why)

@@ -15,6 +15,9 @@ from loadgen.metrics import OK, Record
 from loadgen.schedule import Arrival, Plan, arrivals
 
 
+_DROPPED = object()
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """Where frames go.
@@ -36,16 +39,27 @@ class Target:
         return f"{self.url.rstrip('/')}/predictions/{self.model}"
 
 
+@dataclass(frozen=True, slots=True)
+class Run:
+    """What happened: the schedule, one record per request sent, and the requests dropped."""
+
+    schedule: list[Arrival]
+    records: list[Record]
+    dropped: list[Arrival]
+
+
 def run(plan: Plan, target: Target, source: FrameSource, concurrency: int = 128,
-        on_record: Callable[[Record], None] | None = None) -> tuple[list[Arrival], list[Record]]:
+        on_record: Callable[[Record | None], None] | None = None, max_lag_s: float | None = None) -> Run:
     """Sends every request of `plan` and waits for all answers.
 
     At most `concurrency` requests are in flight; a request due while all are busy leaves late,
     which shows up in its `sent - scheduled` and, since latency counts from the schedule, in its
-    latency. Each worker thread keeps one keep-alive connection.
+    latency. With `max_lag_s`, a request that could not leave within that time of its schedule is
+    dropped unsent (as a camera drops frames its uplink cannot take), so a run far above the
+    server's capacity ends soon after its duration. Each worker thread keeps one connection.
 
     Returns:
-        the schedule and one record per request, in schedule order.
+        the run; `on_record` also gets each record as it completes (None for a dropped request).
     """
     if concurrency < 1:
         raise ValueError(f"concurrency = {concurrency}: use 1 or more")
@@ -54,12 +68,17 @@ def run(plan: Plan, target: Target, source: FrameSource, concurrency: int = 128,
         source.prepare(a.stream, a.resolution)
     local = threading.local()
     auth = {"Authorization": f"Bearer {target.token}"} if target.token else {}
-    records: list[Record | None] = [None] * len(schedule)
+    records: list[Record | object | None] = [None] * len(schedule)
 
     def send(index: int, arrival: Arrival, start: float, wall_start: float) -> None:
         session = getattr(local, "session", None)
         if session is None:
             session = local.session = requests.Session()
+        if max_lag_s is not None and time.perf_counter() - start - arrival.t > max_lag_s:
+            records[index] = _DROPPED
+            if on_record is not None:
+                on_record(None)
+            return
         payload = source.payload(arrival.stream, arrival.frame_id, arrival.resolution)
         headers = {**auth, "Content-Type": payload.content_type, **payload.headers,
                    "X-Stream-Id": f"cam-{arrival.stream}", "X-Frame-Id": str(arrival.frame_id),
@@ -91,7 +110,8 @@ def run(plan: Plan, target: Target, source: FrameSource, concurrency: int = 128,
     missing = [i for i, r in enumerate(records) if r is None]
     if missing:
         raise RuntimeError(f"{len(missing)} of {len(records)} requests left no record")
-    return schedule, records  # type: ignore[return-value]
+    return Run(schedule, [r for r in records if isinstance(r, Record)],
+               [a for a, r in zip(schedule, records) if r is _DROPPED])
 
 
 def _error_type(answer: requests.Response) -> str:
