@@ -1,0 +1,256 @@
+"""deploy/: every manifest validated offline against schemas, and cross-checked with the repo.
+
+Core kinds use the Kubernetes schemas shipped in `kubernetes-validate`; custom resources use the
+reduced schemas vendored in deploy/schemas/. Ports, sizes, paths and archive names are read from
+config.properties, never written down here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+K8S = DEPLOY / "kubernetes"
+SCHEMAS = DEPLOY / "schemas"
+KUBERNETES_VERSION = "1.30.0"
+CRD_SCHEMAS = {
+    ("monitoring.coreos.com/v1", "PodMonitor"): "podmonitor-monitoring-v1.json",
+    ("monitoring.coreos.com/v1", "PrometheusRule"): "prometheusrule-monitoring-v1.json",
+    ("serving.kserve.io/v1beta1", "InferenceService"): "inferenceservice-serving-v1beta1.json",
+}
+
+
+def _module(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+make_storage = _module(DEPLOY / "kserve" / "make_storage.py")
+healthcheck = _module(DEPLOY / "container" / "healthcheck.py")
+properties = make_storage.properties
+BASE_TEXT = (ROOT / "config.properties").read_text()
+BASE = properties(BASE_TEXT)
+MANIFESTS = sorted([*K8S.glob("*.yaml"), *(DEPLOY / "kserve").glob("*.yaml")])
+
+
+def _port(address: str) -> int:
+    return int(address.rsplit(":", 1)[1].strip("/"))
+
+
+def _host(address: str) -> str:
+    return address.split("://", 1)[1].rsplit(":", 1)[0]
+
+
+def _docs(path: Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def _all_docs() -> dict[tuple[str, str], dict]:
+    return {(d["kind"], d["metadata"]["name"]): d for p in MANIFESTS for d in _docs(p)}
+
+
+DOCS = _all_docs()
+DEPLOYMENT = DOCS["Deployment", "video-torchserve"]
+POD = DEPLOYMENT["spec"]["template"]["spec"]
+CONTAINERS = {c["name"]: c for c in POD["containers"]}
+PROXY_CONF = DOCS["ConfigMap", "video-torchserve-auth-proxy"]["data"]["video.conf.template"]
+ADAPTER = yaml.safe_load(DOCS["ConfigMap", "video-torchserve-adapter-rules"]["data"]["config.yaml"])
+DOCKERFILE = (DEPLOY / "Dockerfile").read_text()
+MODELS = json.loads(BASE["models"])
+ARCHIVES = BASE["load_models"].split(",")
+
+
+def _overlaid(overlay: Path) -> dict[str, str]:
+    return properties(BASE_TEXT + "\n" + overlay.read_text())
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: str(p.relative_to(DEPLOY)))
+def test_every_manifest_is_valid_against_its_schema(path):
+    docs = _docs(path)
+    assert docs, f"{path} holds no manifest"
+    for doc in docs:
+        key = (doc["apiVersion"], doc["kind"])
+        if key in CRD_SCHEMAS:
+            schema = json.loads((SCHEMAS / CRD_SCHEMAS[key]).read_text())
+            jsonschema.validate(doc, schema, cls=jsonschema.Draft7Validator)
+        else:
+            kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+
+
+def test_the_schema_check_rejects_a_broken_manifest():
+    broken = json.loads(json.dumps(DOCS["PodMonitor", "video-torchserve"]))
+    broken["spec"]["podMetricsEndpoints"][0]["interval"] = "five seconds"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, json.loads((SCHEMAS / CRD_SCHEMAS["monitoring.coreos.com/v1",
+                                                                      "PodMonitor"]).read_text()))
+    deployment = json.loads(json.dumps(DEPLOYMENT))
+    deployment["spec"]["template"]["spec"]["containers"][0]["resource"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, KUBERNETES_VERSION, strict=True)
+
+
+def test_the_adapter_rules_are_valid_and_serve_the_metrics_the_hpa_uses():
+    jsonschema.validate(ADAPTER, json.loads((SCHEMAS / "prometheus-adapter-config.json").read_text()))
+    served = {rule["name"]["as"] for rule in ADAPTER["rules"]}
+    hpa = DOCS["HorizontalPodAutoscaler", "video-torchserve"]
+    wanted = {m["pods"]["metric"]["name"] for m in hpa["spec"]["metrics"]}
+    assert wanted <= served, f"HPA metrics {wanted - served} are not served by the adapter rules"
+    assert hpa["spec"]["scaleTargetRef"]["name"] == DEPLOYMENT["metadata"]["name"]
+    # Every series the rules query is declared in the metrics YAML TorchServe loads.
+    declared = set(re.findall(r"name: (\w+)", (ROOT / BASE["metrics_config"]).read_text()))
+    queried = {name for rule in ADAPTER["rules"]
+               for name in re.findall(r"\b((?:ts|video)_\w+)\{", rule["metricsQuery"] + rule["seriesQuery"])}
+    assert queried and queried <= declared, queried - declared
+
+
+def test_the_hpa_scales_before_the_queue_latency_alert_fires():
+    alerts = ROOT / "monitoring" / "alerts.yml"
+    if not alerts.exists():
+        pytest.skip("monitoring/alerts.yml not present")
+    [rule] = [r for g in yaml.safe_load(alerts.read_text())["groups"] for r in g["rules"]
+              if r.get("alert") == "TorchServeQueueLatencyHigh"]
+    alert_ms = float(re.search(r">\s*([0-9.e+]+)\s*$", rule["expr"].strip())[1]) / 1000
+    hpa = DOCS["HorizontalPodAutoscaler", "video-torchserve"]
+    [target] = [m["pods"]["target"]["averageValue"] for m in hpa["spec"]["metrics"]
+                if m["pods"]["metric"]["name"] == "video_queue_latency_ms"]
+    assert float(target) < alert_ms
+
+
+def test_the_prometheus_rule_carries_the_alerts_of_monitoring_alerts_yml():
+    alerts = ROOT / "monitoring" / "alerts.yml"
+    if not alerts.exists():
+        pytest.skip("monitoring/alerts.yml not present")
+    source = yaml.safe_load(alerts.read_text())["groups"]
+    rule = DOCS["PrometheusRule", "video-torchserve"]["spec"]["groups"]
+    names = lambda groups: [(r["alert"], r["expr"].strip()) for g in groups for r in g["rules"]]
+    assert names(rule) == names(source), "run deploy/kubernetes/gen_prometheusrule.py"
+    assert rule == source, "run deploy/kubernetes/gen_prometheusrule.py"
+
+
+def test_the_docker_overlay_only_opens_the_inference_and_metrics_addresses():
+    overlay = properties((DEPLOY / "container" / "docker.properties").read_text())
+    assert set(overlay) == {"inference_address", "metrics_address"}
+    effective = _overlaid(DEPLOY / "container" / "docker.properties")
+    for key in overlay:
+        assert _port(effective[key]) == _port(BASE[key]) and _host(effective[key]) == "0.0.0.0"
+    assert {k: v for k, v in effective.items() if k not in overlay} == \
+        {k: v for k, v in BASE.items() if k not in overlay}
+    assert effective["disable_token_authorization"] == "false"
+    exposed = {int(p) for p in re.search(r"^EXPOSE (.+)$", DOCKERFILE, re.M)[1].split()}
+    assert exposed == {_port(BASE["inference_address"]), _port(BASE["metrics_address"])}
+
+
+def test_the_image_keeps_the_repo_layout_config_and_archive_names():
+    assert "COPY --chown=model-server:model-server config.properties ./config.properties" in DOCKERFILE
+    assert f"handler/metrics.yaml ./{BASE['metrics_config']}" in DOCKERFILE
+    assert f"/build/model_store/ ./{BASE['model_store']}/" in DOCKERFILE
+    assert sorted(re.findall(r"test -f model_store/(\S+\.mar)", DOCKERFILE)) == sorted(ARCHIVES)
+    archive_sh = (ROOT / "archive.sh").read_text()
+    assert sorted(f"{n}.mar" for n in re.findall(r"^\s*package (\w+) ", archive_sh, re.M)) == sorted(ARCHIVES)
+    assert sorted(v["1.0"]["marName"] for v in MODELS.values()) == sorted(ARCHIVES)
+    assert re.search(r"FROM pytorch/torchserve:\$\{TORCHSERVE_VERSION\}-\$\{VARIANT\}", DOCKERFILE)
+    assert "ARG TORCHSERVE_VERSION=0.12.0" in DOCKERFILE and "pyyaml" in DOCKERFILE
+    assert re.search(r"^USER model-server$", DOCKERFILE, re.M) and "HEALTHCHECK" in DOCKERFILE
+    for overlay in re.findall(r"deploy/container/(\w+\.properties)", DOCKERFILE):
+        assert (DEPLOY / "container" / overlay).is_file()
+
+
+def test_the_pod_uses_the_kubernetes_overlay_and_the_repo_ports():
+    torchserve, proxy = CONTAINERS["torchserve"], CONTAINERS["auth-proxy"]
+    env = {e["name"]: e for e in torchserve["env"]}
+    overlay_file = DEPLOY / "container" / f"{env['VIDEO_TS_OVERLAY']['value']}.properties"
+    effective = _overlaid(overlay_file)
+    # Inference stays on loopback behind the proxy; only metrics open; token check moves to proxy.
+    assert effective["inference_address"] == BASE["inference_address"]
+    assert _host(BASE["inference_address"]) == "127.0.0.1"
+    assert effective["management_address"] == BASE["management_address"]
+    assert _host(effective["metrics_address"]) == "0.0.0.0"
+    assert effective["disable_token_authorization"] == "true"
+    ports = {p["name"]: p["containerPort"] for c in POD["containers"] for p in c.get("ports", [])}
+    assert ports["metrics"] == _port(BASE["metrics_address"])
+    assert f"server 127.0.0.1:{_port(BASE['inference_address'])};" in PROXY_CONF
+    assert f"listen {ports['http']};" in PROXY_CONF
+    assert ports["http"] not in {_port(BASE[k]) for k in ("inference_address", "management_address")}
+    assert f"client_max_body_size {BASE['max_request_size']};" in PROXY_CONF
+    timeout = max(v["responseTimeout"] for m in MODELS.values() for v in m.values())
+    assert int(re.search(r"proxy_read_timeout (\d+)s;", PROXY_CONF)[1]) > timeout
+    assert POD["terminationGracePeriodSeconds"] > timeout
+    # The token comes from a Secret, and reaches the template the proxy renders.
+    assert proxy["env"][0]["valueFrom"]["secretKeyRef"]["name"] == "video-inference-token"
+    assert "${%s}" % proxy["env"][0]["name"] in PROXY_CONF
+    # One GPU per replica; probes run the image's /ping check.
+    for kind in ("requests", "limits"):
+        assert str(torchserve["resources"][kind]["nvidia.com/gpu"]) == "1"
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert torchserve[probe]["exec"]["command"] == ["/usr/local/bin/video-healthcheck"]
+    assert "/usr/local/bin/video-healthcheck" in DOCKERFILE
+    assert POD["securityContext"]["runAsNonRoot"] is True
+
+
+def test_service_podmonitor_and_networkpolicy_point_at_the_pod_ports():
+    labels = DEPLOYMENT["spec"]["template"]["metadata"]["labels"]
+    service = DOCS["Service", "video-torchserve"]
+    assert service["spec"]["selector"].items() <= labels.items()
+    [port] = service["spec"]["ports"]
+    assert port["port"] == _port(BASE["inference_address"]) and port["targetPort"] == "http"
+    monitor = DOCS["PodMonitor", "video-torchserve"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    names = {p["name"] for c in POD["containers"] for p in c.get("ports", [])}
+    assert {e["port"] for e in monitor["spec"]["podMetricsEndpoints"]} <= names
+    policy = DOCS["NetworkPolicy", "video-torchserve"]
+    assert {p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]} == names
+
+
+def test_the_healthcheck_reads_the_effective_ports(tmp_path):
+    text = BASE_TEXT + "\n" + (DEPLOY / "container" / "docker.properties").read_text()
+    (tmp_path / "config.properties").write_text(text)
+    parsed = healthcheck.properties(tmp_path / "config.properties")
+    assert parsed == properties(text)
+    assert healthcheck.local(parsed["inference_address"]) == \
+        f"http://127.0.0.1:{_port(BASE['inference_address'])}"
+    assert healthcheck.expired({"expiration time": "2000-01-01T00:00:00.123456789Z"})
+    assert not healthcheck.expired({"expiration time": "2999-01-01T00:00:00Z"})
+
+
+def test_the_kserve_layout_matches_the_runtime_and_the_repo():
+    config = properties(make_storage.kserve_config(BASE_TEXT, (DEPLOY / "kserve" / "kserve.properties").read_text()))
+    snapshot = json.loads(config["model_snapshot"])
+    assert snapshot["models"] == MODELS and snapshot["modelCount"] == len(MODELS)
+    assert config["model_store"] == "/mnt/models/model-store"
+    assert config["metrics_config"] == "/mnt/models/config/" + Path(BASE["metrics_config"]).name
+    assert _port(config["inference_address"]) == 8085  # the KServe wrapper forces this port
+    for key in ("max_request_size", "metrics_mode", "enable_model_api", "allowed_urls", "load_models"):
+        assert config[key] == BASE[key]
+    isvc = DOCS["InferenceService", "video-torchserve"]
+    model = isvc["spec"]["predictor"]["model"]
+    assert model["modelFormat"]["name"] == "pytorch" and model["runtime"] == "kserve-torchserve"
+    assert str(model["resources"]["limits"]["nvidia.com/gpu"]) == "1"
+    assert "DEPRECATED" in (DEPLOY / "kserve" / "inferenceservice.yaml").read_text()
+
+
+@pytest.mark.skipif(not (shutil.which("nginx") and shutil.which("envsubst")), reason="nginx not installed")
+def test_the_auth_proxy_configuration_is_accepted_by_nginx(tmp_path):
+    rendered = subprocess.run(["envsubst", "${INFERENCE_TOKEN}"], input=PROXY_CONF, text=True,
+                              capture_output=True, check=True, env={"INFERENCE_TOKEN": "t0ken"}).stdout
+    (tmp_path / "video.conf").write_text(rendered)
+    (tmp_path / "nginx.conf").write_text(
+        f"pid {tmp_path}/nginx.pid; error_log {tmp_path}/error.log;\nevents {{}}\n"
+        f"http {{ client_body_temp_path {tmp_path}/b; proxy_temp_path {tmp_path}/p;\n"
+        f"include {tmp_path}/video.conf; }}\n")
+    result = subprocess.run(["nginx", "-t", "-c", str(tmp_path / "nginx.conf"), "-p", str(tmp_path)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert '"Bearer t0ken" 1;' in rendered
