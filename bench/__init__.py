@@ -1,0 +1,1 @@
+"""Benchmarks that compare the video handler with a stock-style and a no-op handler in one run."""

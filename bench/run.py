@@ -1,0 +1,102 @@
+"""`python -m bench`: our handler vs a stock-style and a no-op handler, in one run, with targets.
+
+In-process (each handler's `handle` on a real ts Context): 32-frame batches of 720p JPEG, 720p
+.npy and mixed resolutions, frames/s and a per-stage breakdown. End to end (a real TorchServe per
+handler, loaded by video-loadgen above capacity): 720p JPEG ceiling and latency. The machine is
+shared: compare rows of one run, not runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from bench import e2e, inprocess
+
+
+def targets(in_process: list[inprocess.Result], end_to_end: list[e2e.Result]) -> list[tuple[str, float | None, float, bool | None]]:
+    """(target, measured ratio, required ratio, met) for the issue's three targets."""
+    fps = {(r.handler, r.kind): r.frames_per_s for r in in_process}
+    ceiling = {r.handler: r.metrics.achieved_fps for r in end_to_end if r.metrics is not None}
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return a / b if a and b else None
+
+    rows = [("in-process 720p npy: ours / stock", ratio(fps.get(("ours", "npy")), fps.get(("stock", "npy"))), 2.0),
+            ("in-process mixed / own 720p npy (ours)", ratio(fps.get(("ours", "mixed")), fps.get(("ours", "npy"))), 0.8),
+            ("e2e 720p jpeg: ours / no-op ceiling", ratio(ceiling.get("ours"), ceiling.get("no-op")), 0.8)]
+    return [(name, value, need, None if value is None else value >= need) for name, value, need in rows]
+
+
+def target_table(rows) -> str:
+    lines = [f"{'target':<42} {'measured':>9} {'need':>6}  verdict"]
+    for name, value, need, met in rows:
+        shown = "n/a" if value is None else f"{value:.2f}x"
+        verdict = "not measured" if met is None else ("MET" if met else "MISSED")
+        lines.append(f"{name:<42} {shown:>9} {need:>5.1f}x  {verdict}")
+    return "\n".join(lines)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cpu", help="device for the in-process part: cpu or cuda")
+    p.add_argument("--frames", type=int, default=32, help="requests (one frame each) per batch")
+    p.add_argument("--iterations", type=int, default=3, help="timed batches per handler and workload")
+    p.add_argument("--resolution", default="1280x720", help="the 'uniform' size (WxH); tiny for smoke tests")
+    p.add_argument("--no-e2e", action="store_true", help="skip the TorchServe part (no Java needed)")
+    p.add_argument("--e2e-fps", type=float, default=240.0, help="offered frames/s in all, above capacity")
+    p.add_argument("--e2e-duration", type=float, default=6.0, help="seconds per handler")
+    p.add_argument("--e2e-streams", type=int, default=8)
+    p.add_argument("--port-offset", type=int, help="move TorchServe's ports (default $VIDEO_TS_PORT_OFFSET)")
+    p.add_argument("--json", type=Path, help="write all results here")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from handler.models.build import build_all
+    from loadgen.schedule import Resolution
+
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    hd = Resolution.parse(args.resolution)
+    scale = (hd.width / 1280, hd.height / 720)
+    mixed = tuple(Resolution(max(8, round(r.width * scale[0])), max(8, round(r.height * scale[1])))
+                  for r in inprocess.MIXED)
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        work = Path(tmp)
+        build_all(work / "models")
+        print(f"in process on {args.device}: batches of {args.frames} requests x 1 frame, "
+              f"{args.iterations} timed batches each; mixed = {', '.join(map(str, mixed))}", flush=True)
+        loads = inprocess.workloads(args.frames, hd, mixed)
+        local = inprocess.bench(work / "models", args.device, args.frames, args.iterations, loads)
+        print(inprocess.table(local), flush=True)
+        served: list[e2e.Result] = []
+        if not args.no_e2e:
+            print(f"\nend to end through TorchServe: {hd} JPEG, {args.e2e_streams} cameras, "
+                  f"{args.e2e_fps:g} fps offered for {args.e2e_duration:g} s per handler", flush=True)
+            served = e2e.bench(work, work / "models", args.e2e_fps, args.e2e_duration, args.e2e_streams,
+                               hd, port_offset=args.port_offset)
+            print(e2e.table(served), flush=True)
+    rows = targets(local, served)
+    print("\n" + target_table(rows))
+    print(f"\n({time.time() - started:.0f} s; a shared 2-core machine is noisy: compare rows of one run)")
+    if args.json:
+        args.json.write_text(json.dumps({
+            "argv": sys.argv, "in_process": [asdict(r) for r in local],
+            "end_to_end": [{"handler": r.handler, "error": r.error,
+                            "metrics": asdict(r.metrics) if r.metrics else None} for r in served],
+            "targets": [{"target": n, "measured": v, "need": need, "met": met} for n, v, need, met in rows],
+        }, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
