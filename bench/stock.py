@@ -22,7 +22,7 @@ def decode_frame(body: bytes | bytearray, content_type: str | None) -> torch.Ten
     if content_type == "application/x-npy":
         pixels = np.load(io.BytesIO(bytes(body)), allow_pickle=False)
     else:
-        pixels = np.asarray(Image.open(io.BytesIO(body)).convert("RGB"))
+        pixels = np.array(Image.open(io.BytesIO(body)).convert("RGB"))  # ToTensor copies too
     return torch.from_numpy(pixels).permute(2, 0, 1).float()
 
 

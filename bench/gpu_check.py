@@ -1,0 +1,153 @@
+"""The GPU check: one call on a machine with torch and CUDA (no TorchServe, no Java needed).
+
+    python -m bench.gpu_check                # on the GPU machine; JSON to $OUT/gpu_check.json if set
+    python -m bench.gpu_check --dry-run      # tiny, on CPU: proves the script runs
+
+It drives the core (`handler.pipeline.Pipeline`, which imports nothing from `ts`) and the stock
+style (`bench.stock`) on the same frames and model, and checks: outputs agree; frames/s of each on
+32-frame batches of 720p JPEG, 720p .npy and mixed sizes (the stock style fails on mixed); peak
+device memory per batch; a 1080p burst under a small memory budget answers every frame 200 and
+stays near the budget. Exit status 0 when every check passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+from bench import inprocess, stock
+from loadgen.schedule import Resolution
+
+
+def _peak_reset(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def _peak(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 0
+    torch.cuda.synchronize(device)
+    return int(torch.cuda.max_memory_allocated(device))
+
+
+def _time(fn, device: torch.device, iterations: int) -> tuple[float, object]:
+    out = fn()  # warm-up: kernels, caches, pinned staging
+    elapsed = 0.0
+    for _ in range(iterations):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        out = fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        elapsed += time.perf_counter() - start
+    return elapsed / iterations, out
+
+
+def check(device: torch.device, frames: int, hd: Resolution, iterations: int) -> dict:
+    """Runs every check; returns the results (with `ok` per check and overall)."""
+    from handler.config import HandlerConfig
+    from handler.loading import load_model
+    from handler.models.build import build_all
+    from handler.pipeline import Pipeline, Request
+
+    report: dict = {"torch": torch.__version__, "device": str(device),
+                    "cuda": torch.version.cuda, "checks": {}, "rows": []}
+    if device.type == "cuda":
+        report["gpu"] = torch.cuda.get_device_name(device)
+    with tempfile.TemporaryDirectory() as tmp:
+        build_all(Path(tmp))
+        model = load_model(Path(tmp) / "frame_quality.pt", device)
+    raw = yaml.safe_load((inprocess.ROOT / "handler" / "models" / "frame_quality.yaml").read_text())["handler"]
+    config = HandlerConfig.from_mapping(raw)
+    pipeline = Pipeline(model, config, device)
+    scale = (hd.width / 1280, hd.height / 720)
+    mixed = tuple(Resolution(max(8, round(r.width * scale[0])), max(8, round(r.height * scale[1])))
+                  for r in inprocess.MIXED)
+
+    for load in inprocess.workloads(frames, hd, mixed):
+        requests = [Request(body, ct, {}) for body, ct in load.requests]
+        bodies = [body for body, _ in load.requests]
+        types = [ct for _, ct in load.requests]
+        row: dict = {"workload": load.name}
+        _peak_reset(device)
+        seconds, (responses, _) = _time(lambda: pipeline.run(requests), device, iterations)
+        row["ours_fps"] = len(requests) / seconds
+        row["ours_peak_mib"] = _peak(device) / 2**20
+        row["ours_statuses"] = sorted({r.status for r in responses})
+        try:
+            _peak_reset(device)
+            seconds, stock_bodies = _time(lambda: stock.handle(bodies, types, model, device), device, iterations)
+            row["stock_fps"] = len(requests) / seconds
+            row["stock_peak_mib"] = _peak(device) / 2**20
+            ours = [json.loads(r.body)["frames"][0]["outputs"] for r in responses]
+            theirs = [json.loads(b) for b in stock_bodies]
+            worst = max(abs(o[k] - t[k]) / max(abs(t[k]), 1.0) for o, t in zip(ours, theirs) for k in t)
+            row["max_rel_diff"] = worst
+            report["checks"][f"{load.name}: outputs agree with the stock style"] = worst < 1e-3
+        except RuntimeError as exc:
+            row["stock_error"] = str(exc).splitlines()[0][:100]
+            report["checks"]["stock style fails on mixed sizes"] = load.kind == "mixed"
+        report["checks"][f"{load.name}: every frame 200"] = row["ours_statuses"] == [200]
+        report["rows"].append(row)
+
+    # A burst of 1080p-scaled frames with a memory budget of ~4 frames per forward.
+    big = Resolution(max(8, round(1920 * scale[0])), max(8, round(1080 * scale[1])))
+    budget = 4 * big.width * big.height * config.bytes_per_pixel
+    budgeted = Pipeline(model, HandlerConfig.from_mapping({**raw, "memory_budget_bytes": budget}), device)
+    burst = [Request(body, ct, {}) for body, ct in
+             inprocess.workloads(frames, big, (big,))[1].requests]
+    _peak_reset(device)
+    responses, stats = budgeted.run(burst)
+    peak = _peak(device)
+    report["budget"] = {"budget_mib": budget / 2**20, "peak_mib": peak / 2**20, "chunks": stats.chunks,
+                        "oom_splits": stats.oom_splits}
+    report["checks"]["budgeted burst: every frame 200"] = {r.status for r in responses} == {200}
+    report["checks"]["budgeted burst: chunks of at most 4 frames"] = stats.chunks >= -(-frames // 4)
+    if device.type == "cuda":
+        report["checks"]["budgeted burst: peak memory within 2x the budget"] = peak <= 2 * budget
+    report["ok"] = all(report["checks"].values())
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dry-run", action="store_true", help="tiny frames on the CPU: checks the script itself")
+    p.add_argument("--frames", type=int, default=32)
+    p.add_argument("--iterations", type=int, default=5)
+    p.add_argument("--json", type=Path, help="default: $OUT/gpu_check.json when $OUT is set")
+    args = p.parse_args(argv)
+    if args.dry_run:
+        device, frames, hd, iterations = torch.device("cpu"), min(args.frames, 8), Resolution(64, 36), 1
+    else:
+        if not torch.cuda.is_available():
+            print("no CUDA device: run with --dry-run to check the script on a CPU", file=sys.stderr)
+            return 2
+        device, frames, hd, iterations = torch.device("cuda"), args.frames, Resolution(1280, 720), args.iterations
+    report = check(device, frames, hd, iterations)
+    for row in report["rows"]:
+        stock_part = (f"stock {row['stock_fps']:8.1f} fps {row['stock_peak_mib']:8.1f} MiB"
+                      if "stock_fps" in row else f"stock FAILS ({row['stock_error'][:50]})")
+        print(f"{row['workload']:<10} ours {row['ours_fps']:8.1f} fps {row['ours_peak_mib']:8.1f} MiB   {stock_part}")
+    print(f"budgeted burst: {report['budget']}")
+    for name, ok in report["checks"].items():
+        print(f"{'PASS' if ok else 'FAIL'}  {name}")
+    out = args.json or (Path(os.environ["OUT"]) / "gpu_check.json" if os.environ.get("OUT") else None)
+    if out is not None:
+        out.write_text(json.dumps(report, indent=1, default=str))
+    return 0 if report["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
