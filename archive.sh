@@ -6,15 +6,18 @@
 #                                                  your own model: a TorchScript (.pt) or
 #                                                  torch.export (.pt2) file and a model-config
 #                                                  YAML with a `handler:` section
-# Environment: MODEL_STORE (default: model_store/ beside this script), PYTHON (default: python3).
+# Environment: MODEL_STORE (default: model_store/ beside this script), PYTHON (default: python3),
+# HANDLER_FILE (default: handler/service.py; a file defining one subclass of VideoFrameHandler).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 store="${MODEL_STORE:-$here/model_store}"
 python="${PYTHON:-python3}"
+handler_file="${HANDLER_FILE:-$here/handler/service.py}"
 
 die() { echo "archive.sh: $*" >&2; exit 1; }
 
+[[ -f $handler_file ]] || die "handler file not found: $handler_file"
 command -v torch-model-archiver >/dev/null ||
   die "torch-model-archiver not found: pip install torch-model-archiver==0.12.0"
 
@@ -40,7 +43,7 @@ HandlerConfig.from_mapping((yaml.safe_load(open(sys.argv[1])) or {}).get("handle
   cp "$here"/handler/*.py "$stage/handler/"
   mkdir -p "$store"
   torch-model-archiver --model-name "$name" --version "$version" \
-    --serialized-file "$model" --handler "$here/handler/service.py" \
+    --serialized-file "$model" --handler "$handler_file" \
     --extra-files "$stage" --config-file "$config" \
     --export-path "$store" --force
   rm -rf "$stage"

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 from numpy.lib import format as npy_format
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
 from handler.config import HandlerConfig
 from handler.errors import (
@@ -100,6 +100,8 @@ def _decode_image(body: bytes | bytearray, fmt: str, config: HandlerConfig) -> n
             rgb = image.convert("RGB") if image.mode != "RGB" else image
             rgb.load()
             return np.asarray(rgb)
+    except UnidentifiedImageError:
+        raise CorruptFrame(f"the body is not a {fmt} image") from None
     except Image.DecompressionBombError as err:  # Pillow's own limit, above ours
         raise FrameTooLarge(f"the {fmt} image is too large: {err}") from None
     except (OSError, SyntaxError, ValueError, EOFError) as err:

@@ -64,7 +64,11 @@ class VideoFrameHandler(BaseHandler):
 
 
 def _request(item: dict, context, idx: int) -> Request:
-    """TorchServe's per-request dict and headers -> the core's Request."""
+    """TorchServe's per-request dict and headers -> the core's Request.
+
+    The request's own Content-Type wins over the parameter's, so a multipart form is refused
+    rather than served from one of its fields.
+    """
     headers = {
         str(name).lower(): value
         for name, value in (context.get_all_request_header(idx) or {}).items()
@@ -74,5 +78,5 @@ def _request(item: dict, context, idx: int) -> Request:
         if key in item:
             param = context.get_request_header(idx, key)
             content_type = param.get("content-type") if isinstance(param, dict) else None
-            return Request(item[key], content_type or headers.get("content-type"), headers)
+            return Request(item[key], headers.get("content-type") or content_type, headers)
     return Request(None, headers.get("content-type"), headers)

@@ -105,6 +105,13 @@ class TorchServe:
                               timeout=10).json()
         return [w["pid"] for w in answer[0]["workers"]]
 
+    def worker_rss_mb(self, model: str) -> float:
+        """Resident memory of the model's (one) worker process, in MiB."""
+        import psutil  # a TorchServe dependency
+
+        [pid] = self.worker_pids(model)
+        return psutil.Process(pid).memory_info().rss / 2**20
+
     def predict(self, model: str, body: bytes, content_type: str, headers: dict | None = None,
                 session: requests.Session | None = None) -> requests.Response:
         return (session or requests).post(

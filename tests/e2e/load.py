@@ -1,0 +1,85 @@
+"""Closed-loop clients for fault and soak tests: bounded in time, loopback only."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import requests
+
+from tests.e2e.server import TorchServe
+
+
+@dataclass
+class Outcome:
+    """What the clients saw: (send time, latency s, status) per request; status 0 = no answer."""
+
+    records: list[tuple[float, float, int]] = field(default_factory=list)
+
+    def statuses(self) -> set[int]:
+        return {status for _, _, status in self.records}
+
+
+def run_clients(server: TorchServe, model: str, body: bytes, content_type: str, clients: int,
+                seconds: float, during=None) -> Outcome:
+    """`clients` threads post `body` back to back for `seconds`; `during()` runs meanwhile."""
+    outcome, lock, stop = Outcome(), threading.Lock(), threading.Event()
+
+    def client() -> None:
+        with requests.Session() as session:
+            while not stop.is_set():
+                start = time.monotonic()
+                try:
+                    status = server.predict(model, body, content_type, session=session).status_code
+                except requests.RequestException:
+                    status = 0
+                with lock:
+                    outcome.records.append((start, time.monotonic() - start, status))
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + seconds
+    if during is not None:
+        during()
+    time.sleep(max(0.0, deadline - time.monotonic()))
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=180)
+    return outcome
+
+
+def wait_for_200(server: TorchServe, model: str, body: bytes, content_type: str,
+                 timeout: float = 60.0) -> float:
+    """Seconds until `model` answers 200 again."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        try:
+            if server.predict(model, body, content_type).status_code == 200:
+                return time.monotonic() - start
+        except requests.RequestException:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{model} did not answer 200 within {timeout} s")
+
+
+def rss_samples(server: TorchServe, model: str, seconds: float, every: float = 2.0) -> list[float]:
+    samples = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        samples.append(server.worker_rss_mb(model))
+        time.sleep(every)
+    return samples
+
+
+def assert_bounded_growth(samples: list[float], limit_mb: float) -> None:
+    """The memory floor of the last third may not exceed that of the middle third by `limit_mb`.
+
+    Batch temporaries make RSS swing by hundreds of MiB between samples; a leak raises the floor
+    (what stays allocated between batches), so floors are compared, not peaks.
+    """
+    third = len(samples) // 3
+    assert third >= 2, f"too few samples: {samples}"
+    growth = min(samples[2 * third:]) - min(samples[third:2 * third])
+    assert growth < limit_mb, f"worker memory grew {growth:.0f} MiB after warm-up: {samples}"
