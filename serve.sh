@@ -26,7 +26,9 @@ deadline = time.monotonic() + 180
 while time.monotonic() < deadline:
     try:
         keys = json.load(open("key_file.json"))
-        models = ("frame_quality", "fixed_batch_cnn")
+        text = open("config.properties").read().replace("\\\n", "")
+        line = next(l for l in text.splitlines() if l.startswith("load_models="))
+        models = [m.removesuffix(".mar") for m in line.split("=", 1)[1].split(",")]
         ready = [get(f"http://127.0.0.1:8081/models/{m}", keys["management"]["key"])[0]["workers"]
                  for m in models]
         if all(w and all(x["status"] == "READY" for x in w) for w in ready):
@@ -39,7 +41,8 @@ else:
 PY
 
 cat <<MSG
-TorchServe is serving frame_quality and fixed_batch_cnn on http://127.0.0.1:8080 (metrics :8082).
+TorchServe is serving frame_quality, frame_quality_realtime (low-latency lane) and fixed_batch_cnn
+on http://127.0.0.1:8080 (metrics on :8082).
 Try:
   curl -H "Authorization: Bearer \$(python3 -c 'import json; print(json.load(open("key_file.json"))["inference"]["key"])')" \\
        -H "Content-Type: image/png" --data-binary @data/images/chelsea.png \\

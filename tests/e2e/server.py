@@ -136,9 +136,15 @@ class TorchServe:
     def model_log(self) -> str:
         return (self.workdir / "logs" / "model_log.log").read_text(errors="replace")
 
-    def batch_frames(self) -> list[int]:
-        """Frames per batch, from the handler's per-batch log line."""
-        return [int(n) for n in re.findall(r"batch: \d+ requests, (\d+) frames", self.model_log())]
+    def batch_frames(self, model: str = "frame_quality") -> list[int]:
+        """Frames per batch of `model`, from the handler's per-batch log line."""
+        pattern = rf"W-\d+-{re.escape(model)}_[\d.]+-stdout MODEL_LOG - batch: \d+ requests, (\d+) frames"
+        return [int(n) for n in re.findall(pattern, self.model_log())]
+
+    def batch_requests(self, model: str) -> list[int]:
+        """Requests per batch of `model`, from the handler's per-batch log line."""
+        pattern = rf"W-\d+-{re.escape(model)}_[\d.]+-stdout MODEL_LOG - batch: (\d+) requests"
+        return [int(n) for n in re.findall(pattern, self.model_log())]
 
     def metrics(self) -> str:
         return requests.get(self.metrics_url + "/metrics", timeout=10).text

@@ -14,7 +14,7 @@ def naive_server(tmp_path_factory):
     models = tmp_path_factory.mktemp("naive_models")
     build_all(models)
     store = tmp_path_factory.mktemp("naive_store")
-    for name in ("frame_quality", "fixed_batch_cnn"):  # both names config.properties loads
+    for name in ("frame_quality", "frame_quality_realtime", "fixed_batch_cnn"):  # as config.properties loads
         subprocess.run([
             "torch-model-archiver", "--model-name", name, "--version", "1.0",
             "--serialized-file", str(models / "frame_quality.pt"),

@@ -114,3 +114,13 @@ def test_metrics_account_for_every_frame(server):
     assert counter(after, "video_frames_total") - counter(before, "video_frames_total") == 9
     rejected = "video_frames_rejected_total"
     assert counter(after, rejected, Reason="bad_input") - counter(before, rejected, Reason="bad_input") == 1
+
+
+def test_the_low_latency_lane_serves_one_request_per_batch_with_the_same_values(server):
+    payloads = _jpeg_payloads([(480, 640)] * 6, seed=21)
+    batched = server.burst("frame_quality", payloads)
+    realtime = server.burst("frame_quality_realtime", payloads)
+    _check_quality(realtime, payloads)
+    assert [r.json()["frames"] for r in realtime] == [r.json()["frames"] for r in batched]
+    assert set(server.batch_requests("frame_quality_realtime")) == {1}
+    assert len(server.batch_requests("frame_quality_realtime")) >= 6
