@@ -41,23 +41,23 @@ def _run(server, tmp_path, name, *flags):
 
 def test_a_burst_with_mixed_and_switching_resolutions(server, tmp_path):
     status, report, (requests, frames) = _run(
-        server, tmp_path, "jpeg", "--streams", "3", "--fps", "8", "--duration", "4", "--burst-fps", "16",
-        "--burst-start", "1", "--burst-duration", "1.5", "--resolution", "640x360", "--resolution", "320x240",
-        "--switch", "3:480x272", "--format", "jpeg")
-    assert report["frames_sent"] == 3 * (8 * 2.5 + 16 * 1.5)
+        server, tmp_path, "jpeg", "--streams", "3", "--fps", "8", "--duration", "3", "--burst-fps", "16",
+        "--burst-start", "1", "--burst-duration", "1", "--resolution", "320x180", "--resolution", "256x144",
+        "--switch", "2.2:240x136", "--format", "jpeg")
+    assert report["frames_sent"] == 3 * (8 * 2 + 16 * 1)
     assert (requests, frames) == (report["requests_sent"], report["frames_sent"])
     assert report["responses"] == {"200": report["requests_sent"]}
     assert status == 0 and report["sla_met"]
     latencies = [r["latency_ms"] for r in report["records"]]
     assert report["latency_ms"]["p99"] == np.percentile(latencies, 99)
-    assert {r["resolution"] for r in report["records"]} == {"640x360", "320x240", "480x272"}
+    assert {r["resolution"] for r in report["records"]} == {"320x180", "256x144", "240x136"}
     assert (tmp_path / "jpeg.png").stat().st_size > 1000
 
 
 def test_npy_clips_count_frames_apart_from_requests(server, tmp_path):
     status, report, (requests, frames) = _run(
         server, tmp_path, "npy", "--streams", "2", "--fps", "12", "--duration", "2",
-        "--resolution", "320x240", "--format", "npy", "--clip", "3")
+        "--resolution", "160x96", "--format", "npy", "--clip", "3")
     assert (report["requests_sent"], report["frames_sent"]) == (16, 48)
     assert (requests, frames) == (16, 48)
     assert report["responses"] == {"200": 16} and status == 0
