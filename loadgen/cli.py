@@ -32,8 +32,8 @@ def parser() -> argparse.ArgumentParser:
                    help="frame size; repeat to mix (camera i gets the i-th, cycling; default 1280x720)")
     p.add_argument("--switch", action="append", type=Switch.parse, default=[], metavar="SECONDS:WxH",
                    help="from SECONDS on, every camera sends WxH (repeatable)")
-    p.add_argument("--format", type=Format, choices=list(Format), default=Format.JPEG,
-                   help="jpeg, png, npy or raw (default jpeg)")
+    p.add_argument("--format", type=Format, default=Format.JPEG, metavar="{jpeg,png,npy,raw}",
+                   help="wire format (default jpeg)")
     p.add_argument("--clip", type=int, default=1, help="frames per request; >1 needs npy or raw (default 1)")
     token = p.add_mutually_exclusive_group()
     token.add_argument("--token", help="inference key")
