@@ -22,6 +22,9 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", default="http://127.0.0.1:8080", help="inference address (default %(default)s)")
     p.add_argument("--model", default="frame_quality", help="model name (default %(default)s)")
+    p.add_argument("--realtime-model", help="low-latency lane's model, e.g. frame_quality_realtime")
+    p.add_argument("--realtime-streams", type=int, default=0,
+                   help="the first N cameras send to --realtime-model (default %(default)s)")
     p.add_argument("--streams", type=int, default=4, help="cameras (default %(default)s)")
     p.add_argument("--fps", type=float, default=30.0, help="frames/s per camera (default %(default)s)")
     p.add_argument("--duration", type=float, default=10.0, help="seconds of sending (default %(default)s)")
@@ -72,7 +75,11 @@ def execute(args: argparse.Namespace, progress: bool = True) -> tuple[Metrics, d
     """Runs the load described by parsed arguments; writes the report and plot when asked."""
     plan = plan_from(args)
     token = args.token or (read_token(args.token_file) if args.token_file else None)
-    target = Target(args.url, args.model, token, args.timeout)
+    if args.realtime_streams and not args.realtime_model:
+        raise ValueError("--realtime-streams needs --realtime-model")
+    if args.realtime_streams > plan.streams:
+        raise ValueError(f"--realtime-streams {args.realtime_streams} exceeds --streams {plan.streams}")
+    target = Target(args.url, args.model, token, args.timeout, args.realtime_model, args.realtime_streams)
     source = FrameSource(args.format, args.clip, args.distinct, args.images)
     bar = None
     if progress:
@@ -89,7 +96,8 @@ def execute(args: argparse.Namespace, progress: bool = True) -> tuple[Metrics, d
     records = result.records
     metrics = calculate_metrics(records, plan.duration_s, args.sla_ms, len(result.schedule) * plan.clip,
                                 frames_dropped=len(result.dropped) * plan.clip)
-    config = {"url": args.url, "model": args.model, "streams": plan.streams, "fps": plan.fps,
+    config = {"url": args.url, "model": args.model, "realtime_model": args.realtime_model,
+              "realtime_streams": args.realtime_streams, "streams": plan.streams, "fps": plan.fps,
               "duration_s": plan.duration_s, "burst_fps": plan.burst_fps,
               "burst_start_s": plan.burst_start_s, "burst_duration_s": plan.burst_duration_s,
               "resolutions": [str(r) for r in plan.resolutions],
@@ -97,6 +105,10 @@ def execute(args: argparse.Namespace, progress: bool = True) -> tuple[Metrics, d
               "format": args.format.value, "clip": plan.clip, "concurrency": args.concurrency,
               "max_lag_ms": args.max_lag_ms}
     data = report.to_json(metrics, records, config, plan.burst_window)
+    lanes = lane_metrics(records, result.schedule, result.dropped, target, plan, args.sla_ms)
+    if len(lanes) > 1:
+        data["lanes"] = {name: report.to_json(m, [], {}, None) | {"records": None}
+                         for name, m in lanes.items()}
     if args.report:
         report.write_json(args.report, data)
     if args.plot:
@@ -104,14 +116,29 @@ def execute(args: argparse.Namespace, progress: bool = True) -> tuple[Metrics, d
     return metrics, data
 
 
+def lane_metrics(records, schedule, dropped, target: Target, plan: Plan, sla_ms: float) -> dict[str, Metrics]:
+    """Metrics per model (lane): the batched lane and, when used, the low-latency lane."""
+    lanes: dict[str, Metrics] = {}
+    for model in dict.fromkeys(target.model_for(s) for s in range(plan.streams)):
+        mine = [r for r in records if target.model_for(r.stream) == model]
+        offered = sum(1 for a in schedule if target.model_for(a.stream) == model) * plan.clip
+        lost = sum(1 for a in dropped if target.model_for(a.stream) == model) * plan.clip
+        lanes[model] = calculate_metrics(mine, plan.duration_s, sla_ms, offered, frames_dropped=lost)
+    return lanes
+
+
 def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
     try:
-        metrics, _ = execute(args, progress=not args.no_progress)
+        metrics, data = execute(args, progress=not args.no_progress)
     except ValueError as exc:
         p.error(str(exc))
     print(report.table(metrics))
+    for name, lane in data.get("lanes", {}).items():
+        print(f"\nlane {name}: {lane['requests_sent']} requests, responses {lane['responses']}, "
+              f"p50 {lane['latency_ms']['p50']:.1f} ms, p99 {lane['latency_ms']['p99']:.1f} ms, "
+              f"achieved {lane['achieved_fps']:.1f} fps")
     return 0 if metrics.sla_met else 1
 
 

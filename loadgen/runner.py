@@ -27,16 +27,25 @@ class Target:
         model: the model name (`/predictions/{model}`).
         token: the inference key (sent as `Authorization: Bearer ...`), or None.
         timeout_s: how long one request may take before it counts as unanswered.
+        realtime_model: the low-latency lane's model; cameras below `realtime_streams` use it.
+        realtime_streams: how many cameras (the first ones) go to `realtime_model`.
     """
 
     url: str
     model: str
     token: str | None = None
     timeout_s: float = 30.0
+    realtime_model: str | None = None
+    realtime_streams: int = 0
 
-    @property
-    def endpoint(self) -> str:
-        return f"{self.url.rstrip('/')}/predictions/{self.model}"
+    def model_for(self, stream: int) -> str:
+        """The model camera `stream` sends to."""
+        if self.realtime_model is not None and stream < self.realtime_streams:
+            return self.realtime_model
+        return self.model
+
+    def endpoint(self, stream: int = 0) -> str:
+        return f"{self.url.rstrip('/')}/predictions/{self.model_for(stream)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +96,7 @@ def run(plan: Plan, target: Target, source: FrameSource, concurrency: int = 128,
         status: int | None = None
         error: str | None = None
         try:
-            answer = session.post(target.endpoint, data=payload.body, headers=headers, timeout=target.timeout_s)
+            answer = session.post(target.endpoint(arrival.stream), data=payload.body, headers=headers, timeout=target.timeout_s)
             status = answer.status_code
             if status != OK:
                 error = _error_type(answer)

@@ -69,3 +69,20 @@ def test_a_tight_sla_or_a_bad_token_fails_the_exit_status(server, tmp_path):
     assert cli.main(["--url", server.inference_url, "--model", MODEL, "--no-progress", "--sla-ms", "0",
                      "--token-file", str(server.workdir / "key_file.json"),
                      "--streams", "1", "--fps", "4", "--duration", "0.5", "--resolution", "64x48"]) == 1
+
+
+def test_both_lanes_at_once_are_reported_separately(server, tmp_path):
+    report_path = tmp_path / "lanes.json"
+    status = cli.main(["--url", server.inference_url, "--model", MODEL,
+                       "--realtime-model", "frame_quality_realtime", "--realtime-streams", "1",
+                       "--token-file", str(server.workdir / "key_file.json"), "--sla-ms", "60000",
+                       "--no-progress", "--report", str(report_path), "--streams", "3", "--fps", "6",
+                       "--duration", "2", "--resolution", "320x180"])
+    report = json.loads(report_path.read_text())
+    lanes = report["lanes"]
+    assert set(lanes) == {MODEL, "frame_quality_realtime"}
+    assert lanes["frame_quality_realtime"]["requests_sent"] == 12
+    assert lanes[MODEL]["requests_sent"] == 24
+    assert lanes["frame_quality_realtime"]["responses"] == {"200": 12}
+    assert status == 0
+    assert set(server.batch_requests("frame_quality_realtime")) == {1}

@@ -139,3 +139,12 @@ def test_the_cli_parses_every_flag_into_a_plan(tmp_path):
     with pytest.raises(ValueError, match="inference key"):
         cli.read_token(tmp_path / "missing.json")
     assert math.isclose(cli.parser().parse_args([]).sla_ms, 200.0)
+
+
+def test_realtime_streams_go_to_the_low_latency_lane():
+    from loadgen.runner import Target
+
+    target = Target("http://127.0.0.1:8080/", "frame_quality", None, 5.0, "frame_quality_realtime", 2)
+    assert [target.model_for(s) for s in range(4)] == [
+        "frame_quality_realtime", "frame_quality_realtime", "frame_quality", "frame_quality"]
+    assert target.endpoint(3) == "http://127.0.0.1:8080/predictions/frame_quality"
