@@ -1,0 +1,1 @@
+"""video-autotune: measure and tune TorchServe's batchSize / maxBatchDelay for live video."""
