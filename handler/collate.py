@@ -70,8 +70,12 @@ def collate(frames: list[np.ndarray], shape: tuple[int, int], rows: int | None =
 
 
 def to_model_input(pixels: torch.Tensor, normalize: Normalize) -> torch.Tensor:
-    """`Tensor[N, H, W, 3] uint8` on the device -> `Tensor[N, 3, H, W] float32`, normalised."""
-    x = pixels.permute(0, 3, 1, 2).to(torch.float32, memory_format=torch.contiguous_format)
+    """`Tensor[N, H, W, 3] uint8` on the device -> `Tensor[N, 3, H, W] float32`, normalised.
+
+    The result is in channels-last memory format: converting without transposing is one
+    sequential pass, and convolutions run channels-last natively.
+    """
+    x = pixels.to(torch.float32).permute(0, 3, 1, 2)
     if not normalize.is_identity:
         mean = torch.tensor(normalize.mean, device=x.device).view(1, 3, 1, 1)
         std = torch.tensor(normalize.std, device=x.device).view(1, 3, 1, 1)

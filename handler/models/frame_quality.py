@@ -18,10 +18,10 @@ class FrameQuality(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.register_buffer("luma", torch.tensor([0.299, 0.587, 0.114]).view(1, 3, 1, 1))
+        self.register_buffer("luma", torch.tensor([0.299, 0.587, 0.114]))
 
     def forward(self, pixels: Tensor, sizes: Tensor) -> Dict[str, Tensor]:
-        luma = (pixels * self.luma).sum(dim=1)  # [N, H, W]
+        luma = pixels.permute(0, 2, 3, 1) @ self.luma  # [N, H, W]; one pass on channels-last input
         brightness = torch.zeros(pixels.shape[0], dtype=luma.dtype, device=luma.device)
         contrast = torch.zeros_like(brightness)
         sharpness = torch.zeros_like(brightness)
