@@ -118,8 +118,6 @@ def test_the_adapter_rules_are_valid_and_serve_the_metrics_the_hpa_uses():
 
 def test_the_hpa_scales_before_the_queue_latency_alert_fires():
     alerts = ROOT / "monitoring" / "alerts.yml"
-    if not alerts.exists():
-        pytest.skip("monitoring/alerts.yml not present")
     [rule] = [r for g in yaml.safe_load(alerts.read_text())["groups"] for r in g["rules"]
               if r.get("alert") == "TorchServeQueueLatencyHigh"]
     alert_ms = float(re.search(r">\s*([0-9.e+]+)\s*$", rule["expr"].strip())[1]) / 1000
@@ -131,8 +129,6 @@ def test_the_hpa_scales_before_the_queue_latency_alert_fires():
 
 def test_the_prometheus_rule_carries_the_alerts_of_monitoring_alerts_yml():
     alerts = ROOT / "monitoring" / "alerts.yml"
-    if not alerts.exists():
-        pytest.skip("monitoring/alerts.yml not present")
     source = yaml.safe_load(alerts.read_text())["groups"]
     rule = DOCS["PrometheusRule", "video-torchserve"]["spec"]["groups"]
     names = lambda groups: [(r["alert"], r["expr"].strip()) for g in groups for r in g["rules"]]
@@ -241,8 +237,9 @@ def test_the_kserve_layout_matches_the_runtime_and_the_repo():
     assert "DEPRECATED" in (DEPLOY / "kserve" / "inferenceservice.yaml").read_text()
 
 
-@pytest.mark.skipif(not (shutil.which("nginx") and shutil.which("envsubst")), reason="nginx not installed")
 def test_the_auth_proxy_configuration_is_accepted_by_nginx(tmp_path):
+    if not (shutil.which("nginx") and shutil.which("envsubst")):
+        pytest.fail("needs nginx and envsubst: apt-get install nginx-light gettext-base (.ci/run does)")
     rendered = subprocess.run(["envsubst", "${INFERENCE_TOKEN}"], input=PROXY_CONF, text=True,
                               capture_output=True, check=True, env={"INFERENCE_TOKEN": "t0ken"}).stdout
     (tmp_path / "video.conf").write_text(rendered)
