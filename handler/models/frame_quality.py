@@ -35,8 +35,8 @@ class FrameQuality(nn.Module):
             brightness[i] = mean
             contrast[i] = variance.sqrt()
             if h >= 3 and w >= 3:
-                centre = y[1:-1, 1:-1]
-                lap = y[:-2, 1:-1] + y[2:, 1:-1] + y[1:-1, :-2] + y[1:-1, 2:] - 4.0 * centre
+                lap = y[:-2, 1:-1] + y[2:, 1:-1]  # in place from here: one temporary per frame
+                lap.add_(y[1:-1, :-2]).add_(y[1:-1, 2:]).add_(y[1:-1, 1:-1], alpha=-4.0)
                 sharpness[i] = torch.var(lap, unbiased=False)
         return {"brightness": brightness, "contrast": contrast, "sharpness": sharpness}
 
