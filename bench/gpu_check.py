@@ -7,7 +7,9 @@ It drives the core (`handler.pipeline.Pipeline`, which imports nothing from `ts`
 style (`bench.stock`) on the same frames and model, and checks: outputs agree; frames/s of each on
 32-frame batches of 720p JPEG, 720p .npy and mixed sizes (the stock style fails on mixed); peak
 device memory per batch; a 1080p burst under a small memory budget answers every frame 200 and
-stays near the budget. Exit status 0 when every check passes.
+stays near the budget; with the CUDA allocator capped, real out-of-memory errors split chunks
+(every frame still 200) and a frame that never fits gets 507 alone. Exit status 0 when every
+check passes.
 """
 
 from __future__ import annotations
@@ -116,8 +118,39 @@ def check(device: torch.device, frames: int, hd: Resolution, iterations: int) ->
     report["checks"]["budgeted burst: chunks of at most 4 frames"] = stats.chunks >= -(-frames // 4)
     if device.type == "cuda":
         report["checks"]["budgeted burst: peak memory within 2x the budget"] = peak <= 2 * budget
+    if device.type == "cuda":
+        _real_oom(device, model, config, burst, report)
     report["ok"] = all(report["checks"].values())
     return report
+
+
+def _real_oom(device: torch.device, model, config, burst: list, report: dict) -> None:
+    """Real `torch.cuda.OutOfMemoryError`s: the allocator is capped just above what a few frames
+    need, so a full chunk fails, is halved and retried; then capped below one frame, so each frame
+    gets 507 alone. The cap is lifted afterwards."""
+    from handler.pipeline import Pipeline
+
+    torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()
+    total = torch.cuda.get_device_properties(device).total_memory
+    base = torch.cuda.memory_reserved(device)
+    # A 1080p frame in a chunk: uint8 upload, float32 input, luma and temporaries, about 40 MB;
+    # 100 MB is a safe over-estimate, so 3 of them fit in "split" and none in "alone".
+    per_frame = 12 * 1088 * 1920 * 4
+    results = {}
+    try:
+        for name, cap in (("split", base + 3 * per_frame), ("alone", base + per_frame // 8)):
+            torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total), device)
+            responses, stats = Pipeline(model, config, device).run(burst)
+            results[name] = {"cap_mib": cap / 2**20, "statuses": sorted({r.status for r in responses}),
+                             "oom_splits": stats.oom_splits, "chunks": stats.chunks}
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0, device)
+        torch.cuda.empty_cache()
+    report["real_oom"] = results
+    report["checks"]["real OOM: chunks split and every frame 200"] = (
+        results["split"]["statuses"] == [200] and results["split"]["oom_splits"] > 0)
+    report["checks"]["real OOM: a frame that never fits gets 507 alone"] = results["alone"]["statuses"] == [507]
 
 
 def main(argv: list[str] | None = None) -> int:
