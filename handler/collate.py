@@ -21,8 +21,8 @@ class PaddedBatch:
     """Frames copied into one allocation, each in the top-left corner of its slot.
 
     Attributes:
-        tensor: `Tensor[R, Hb, Wb, 3] uint8`, R >= len(sizes); rows past len(sizes) and
-            pixels outside a frame are zero.
+        tensor: `Tensor[R, Hb, Wb, 3]` (uint8, or float32 when collated for a CPU model),
+            R >= len(sizes); rows past len(sizes) and pixels outside a frame are zero.
         sizes: each frame's true (h, w).
     """
 
@@ -33,7 +33,7 @@ class PaddedBatch:
         return len(self.sizes)
 
     def __getitem__(self, i: int) -> torch.Tensor:
-        """The i-th frame without its padding: `Tensor[h, w, 3] uint8` (a view)."""
+        """The i-th frame without its padding: `Tensor[h, w, 3]` (a view)."""
         h, w = self.sizes[i]
         return self.tensor[i, :h, :w]
 
@@ -53,7 +53,8 @@ def collate(frames: list[np.ndarray], shape: tuple[int, int], rows: int | None =
         frames: `[h, w, 3]` uint8 arrays, each no larger than `shape`.
         shape: the slot size (Hb, Wb).
         rows: slots to allocate (>= len(frames)); extra rows are zero (static-batch engines).
-        out: a buffer to fill instead of allocating; must have `rows * Hb * Wb * 3` elements.
+        out: a buffer to fill instead of allocating, `[rows, Hb, Wb, 3]`; a float32 one gets
+            the pixel values converted in the same copy.
     """
     rows = len(frames) if rows is None else rows
     height, width = shape
@@ -70,7 +71,7 @@ def collate(frames: list[np.ndarray], shape: tuple[int, int], rows: int | None =
 
 
 def to_model_input(pixels: torch.Tensor, normalize: Normalize) -> torch.Tensor:
-    """`Tensor[N, H, W, 3] uint8` on the device -> `Tensor[N, 3, H, W] float32`, normalised.
+    """`Tensor[N, H, W, 3]` uint8 (or float32) on the device -> `Tensor[N, 3, H, W] float32`, normalised.
 
     The result is in channels-last memory format: converting without transposing is one
     sequential pass, and convolutions run channels-last natively.

@@ -52,23 +52,28 @@ class ChunkPlanner:
 
 
 class Staging:
-    """A host buffer reused across chunks through views; pinned when the device is CUDA."""
+    """A host buffer reused across chunks through views.
+
+    On CUDA it is pinned uint8: frames travel as bytes and become float on the device. On the
+    CPU the device is the host, so the buffer is float32 and collating converts in the same pass.
+    """
 
     def __init__(self, device: torch.device) -> None:
         self._device = device
         self._pinned = device.type == "cuda"
+        self.dtype = torch.float32 if device.type == "cpu" else torch.uint8
         self._buffer: torch.Tensor | None = None
         self._copied: torch.cuda.Event | None = None
 
     def take(self, shape: tuple[int, ...]) -> torch.Tensor:
-        """A uint8 tensor of `shape` over the buffer; waits until the last upload has left it."""
+        """A tensor of `shape` over the buffer; waits until the last upload has left it."""
         if self._copied is not None:
             self._copied.synchronize()
             self._copied = None
         numel = math.prod(shape)
         if self._buffer is None or self._buffer.numel() < numel:
             self._buffer = None  # free the old one before allocating the larger
-            self._buffer = torch.empty(numel, dtype=torch.uint8, pin_memory=self._pinned)
+            self._buffer = torch.empty(numel, dtype=self.dtype, pin_memory=self._pinned)
         return self._buffer[:numel].view(shape)
 
     def upload(self, tensor: torch.Tensor) -> torch.Tensor:
