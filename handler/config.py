@@ -52,6 +52,7 @@ class HandlerConfig:
     input_size: tuple[int, int] | None = None
     normalize: Normalize = field(default_factory=Normalize)
     output_names: tuple[str, ...] | None = None
+    decode_threads: int = 2
 
     @property
     def max_chunk(self) -> int:
@@ -73,7 +74,7 @@ class HandlerConfig:
                 f"handler: unknown key(s) {unknown}; known keys are {sorted(known)}"
             )
         values: dict[str, Any] = {}
-        for key in ("model_max_batch", "size_divisor", "max_clip_frames"):
+        for key in ("model_max_batch", "size_divisor", "max_clip_frames", "decode_threads"):
             if key in raw:
                 values[key] = _int(key, raw[key], 1, 4096)
         for key in ("max_width", "max_height"):
