@@ -124,3 +124,15 @@ def test_the_low_latency_lane_serves_one_request_per_batch_with_the_same_values(
     assert [r.json()["frames"] for r in realtime] == [r.json()["frames"] for r in batched]
     assert set(server.batch_requests("frame_quality_realtime")) == {1}
     assert len(server.batch_requests("frame_quality_realtime")) >= 6
+
+
+def test_a_stale_frame_gets_504_and_its_batch_mates_200(server):
+    import time
+
+    body = support.jpeg(support.frame(120, 160, 5))
+    now = time.time()
+    payloads = [(body, "image/jpeg", {"X-Frame-Id": str(i), "X-Capture-Time": f"{now - age:.3f}"})
+                for i, age in enumerate([0.0, 60.0, 1.0, 3600.0])]
+    responses = server.burst("frame_quality", payloads)
+    assert [r.status_code for r in responses] == [200, 504, 200, 504]
+    assert responses[1].json()["type"] == "StaleFrame" and responses[1].json()["frame_id"] == "1"
