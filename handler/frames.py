@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 import io
 import math
+import threading
 from collections.abc import Mapping
 
 import numpy as np
@@ -25,6 +26,10 @@ from handler.errors import (
 
 _IMAGE_FORMATS = {"image/jpeg": "JPEG", "image/png": "PNG"}
 _NPY_MAX_HEADER = 4096
+# NumPy parses npy headers with ast.literal_eval, and CPython's parser is not thread-safe
+# before 3.13 ("SystemError: AST constructor recursion depth mismatch", cpython gh-106905):
+# requests are decoded in parallel threads, so the (tiny) header parse is serialised.
+_NPY_HEADER_LOCK = threading.Lock()
 
 
 class PixelFormat(enum.Enum):
@@ -118,7 +123,8 @@ def _decode_npy(body: bytes | bytearray, config: HandlerConfig) -> list[np.ndarr
         }.get(version)
         if read_header is None:
             raise ValueError(f"npy format version {version} is not supported")
-        shape, fortran_order, dtype = read_header(stream, max_header_size=_NPY_MAX_HEADER)
+        with _NPY_HEADER_LOCK:
+            shape, fortran_order, dtype = read_header(stream, max_header_size=_NPY_MAX_HEADER)
     except (ValueError, SyntaxError, TypeError, EOFError) as err:
         raise CorruptFrame(f"malformed npy header: {err}") from None
     if dtype != np.uint8:
