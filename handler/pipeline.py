@@ -88,7 +88,9 @@ class Pipeline:
             results.append([None] * len(clip))
             frames.extend(clip)
             owners.extend((index, n) for n in range(len(clip)))
-        stats.frames = sum(len(r) if isinstance(r, list) else 1 for r in results)
+        # A request's frames: its clip length once decoded, 1 when it could not be decoded.
+        frame_counts = [len(r) if isinstance(r, list) else 1 for r in results]
+        stats.frames = sum(frame_counts)
 
         for chunk in self._planner.plan(self._group(frames)):
             for item, result in zip(chunk.items, self._infer(chunk, frames, stats)):
@@ -101,9 +103,9 @@ class Pipeline:
                     results[index][n] = result
 
         responses = []
-        for request, result in zip(requests, results):
+        for request, result, count in zip(requests, results, frame_counts):
             if isinstance(result, FrameError):
-                stats.rejected[result.reason] = stats.rejected.get(result.reason, 0) + 1
+                stats.rejected[result.reason] = stats.rejected.get(result.reason, 0) + count
                 responses.append(encode.error(request.headers, result))
             else:
                 responses.append(encode.ok(request.headers, result))

@@ -113,6 +113,9 @@ def test_a_frame_that_never_fits_gets_507_alone(quality_model):
     assert [r.status for r in responses] == [507, 507, 507, 400]
     assert json.loads(responses[0].body)["type"] == "DeviceOutOfMemory"
     assert stats.rejected == {"oom": 3, "bad_input": 1}
+    clip = np.stack([support.frame(32, 32, i) for i in range(3)])
+    [response], stats = Pipeline(model, QUALITY).run([Request(support.npy(clip), "application/x-npy")])
+    assert response.status == 507 and stats.frames == 3 and stats.rejected == {"oom": 3}
 
 
 def test_memory_budget_caps_the_chunk(quality_model):
