@@ -114,7 +114,8 @@ def _decode_image(body: bytes | bytearray, fmt: str, config: HandlerConfig) -> n
 
 
 def _decode_npy(body: bytes | bytearray, config: HandlerConfig) -> list[np.ndarray]:
-    stream = io.BytesIO(body)
+    # Only the header is read through a stream: copy at most its bytes, not the pixels.
+    stream = io.BytesIO(memoryview(body)[: _NPY_MAX_HEADER + 16].tobytes())
     try:
         version = npy_format.read_magic(stream)
         read_header = {
