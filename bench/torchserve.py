@@ -6,6 +6,7 @@ Ports move by `port_offset` (default: $VIDEO_TS_PORT_OFFSET) so the bench can sh
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 import os
 import shutil
 import subprocess
@@ -29,6 +30,41 @@ def archive(store: Path, name: str, handler: Path, model: Path, config: Path,
     return store / f"{name}.mar"
 
 
+def port_overrides(offset: int) -> str:
+    """config.properties lines that move every port by `offset` (later keys win)."""
+    return f"""
+inference_address=http://127.0.0.1:{8080 + offset}
+management_address=http://127.0.0.1:{8081 + offset}
+metrics_address=http://127.0.0.1:{8082 + offset}
+grpc_inference_port={7070 + offset}
+grpc_management_port={7071 + offset}
+initial_worker_port={9000 + offset}
+"""
+
+
+def start(workdir: Path, env: dict[str, str], ready: Callable[[], bool], timeout_s: float) -> None:
+    """`torchserve --start` in `workdir` (config.properties there), then waits for `ready()`.
+
+    Raises:
+        TimeoutError: not ready in time; the server is stopped again.
+    """
+    subprocess.run(["torchserve", "--start", "--ncs", "--ts-config", "config.properties"],
+                   cwd=workdir, env=env, check=True, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        time.sleep(0.5)
+    stop(workdir, env)
+    raise TimeoutError(f"TorchServe not ready in {timeout_s} s; see {workdir / 'logs'}")
+
+
+def stop(workdir: Path, env: dict[str, str]) -> None:
+    """`torchserve --stop` for the server started in `workdir` (its TMPDIR holds the pid file)."""
+    subprocess.run(["torchserve", "--stop"], cwd=workdir, env=env,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+
+
 class Server:
     """`torchserve --start` in `workdir` serving `mar` as model `name`; stop() stops it."""
 
@@ -48,13 +84,7 @@ class Server:
 # bench overrides: one model, ports moved by {offset}
 load_models={name}.mar
 models={json.dumps(models)}
-inference_address=http://127.0.0.1:{8080 + offset}
-management_address=http://127.0.0.1:{8081 + offset}
-metrics_address=http://127.0.0.1:{8082 + offset}
-grpc_inference_port={7070 + offset}
-grpc_management_port={7071 + offset}
-initial_worker_port={9000 + offset}
-"""
+""" + port_overrides(offset)
         (workdir / "config.properties").write_text(config)
         self.inference_url = f"http://127.0.0.1:{8080 + offset}"
         self.management_url = f"http://127.0.0.1:{8081 + offset}"
@@ -65,15 +95,8 @@ initial_worker_port={9000 + offset}
         return json.loads((self.workdir / "key_file.json").read_text())[api]["key"]
 
     def start(self, timeout_s: float = 120.0) -> Server:
-        subprocess.run(["torchserve", "--start", "--ncs", "--ts-config", "config.properties"],
-                       cwd=self.workdir, env=self.env, check=True, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self._ready():
-                return self
-            time.sleep(0.5)
-        self.stop()
-        raise TimeoutError(f"TorchServe not ready in {timeout_s} s; see {self.workdir / 'logs'}")
+        start(self.workdir, self.env, self._ready, timeout_s)
+        return self
 
     def _ready(self) -> bool:
         try:
@@ -84,8 +107,7 @@ initial_worker_port={9000 + offset}
             return False
 
     def stop(self) -> None:
-        subprocess.run(["torchserve", "--stop"], cwd=self.workdir, env=self.env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+        stop(self.workdir, self.env)
 
     def metrics(self) -> str:
         return requests.get(self.metrics_url + "/metrics", timeout=10).text

@@ -8,12 +8,12 @@ import re
 import shutil
 import subprocess
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import requests
 
+from bench.torchserve import port_overrides, start, stop
 from tests.support import ROOT
 
 
@@ -22,22 +22,6 @@ def build_archives(store: Path, *extra: str) -> None:
     env = {**os.environ, "MODEL_STORE": str(store)}
     subprocess.run(["bash", str(ROOT / "archive.sh"), *extra], check=True, env=env,
                    stdout=subprocess.DEVNULL)
-
-
-def _offset_ports(config: Path, offset: int) -> None:
-    """Moves every port by `offset` (VIDEO_TS_PORT_OFFSET) so several test runs can share a
-    machine; the shipped values are used when it is 0."""
-    if not offset:
-        return
-    with config.open("a") as out:
-        out.write(f"""
-inference_address=http://127.0.0.1:{8080 + offset}
-management_address=http://127.0.0.1:{8081 + offset}
-metrics_address=http://127.0.0.1:{8082 + offset}
-grpc_inference_port={7070 + offset}
-grpc_management_port={7071 + offset}
-initial_worker_port={9000 + offset}
-""")
 
 
 class TorchServe:
@@ -50,7 +34,10 @@ class TorchServe:
         (workdir / "tmp").mkdir(parents=True, exist_ok=True)
         (workdir / "handler").mkdir(exist_ok=True)
         shutil.copy(config, workdir / "config.properties")
-        _offset_ports(workdir / "config.properties", int(os.environ.get("VIDEO_TS_PORT_OFFSET", "0")))
+        offset = int(os.environ.get("VIDEO_TS_PORT_OFFSET", "0"))  # several runs on one machine
+        if offset:
+            with (workdir / "config.properties").open("a") as out:
+                out.write(port_overrides(offset))
         shutil.copy(ROOT / "handler" / "metrics.yaml", workdir / "handler" / "metrics.yaml")
         shutil.copytree(store, workdir / "model_store", dirs_exist_ok=True)
         properties = self.properties()
@@ -65,18 +52,11 @@ class TorchServe:
                     if "=" in line and not line.lstrip().startswith("#"))
 
     def start(self, timeout: float = 120.0) -> TorchServe:
-        subprocess.run(["torchserve", "--start", "--ncs", "--ts-config", "config.properties"],
-                       cwd=self.workdir, env=self.env, check=True, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._ready():
-                return self
-            time.sleep(0.5)
-        raise TimeoutError(f"TorchServe not ready in {timeout} s; see {self.workdir / 'logs'}")
+        start(self.workdir, self.env, self._ready, timeout)
+        return self
 
     def stop(self) -> None:
-        subprocess.run(["torchserve", "--stop"], cwd=self.workdir, env=self.env,
-                       stdout=subprocess.DEVNULL, timeout=60)
+        stop(self.workdir, self.env)
 
     def _ready(self) -> bool:
         try:
