@@ -10,12 +10,14 @@ import io
 import math
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.lib import format as npy_format
 from PIL import Image, UnidentifiedImageError
 
 from handler.config import HandlerConfig
+from handler.formats import Format, media_type, resolve
 from handler.errors import (
     ClipTooLarge,
     CorruptFrame,
@@ -24,7 +26,6 @@ from handler.errors import (
     UnsupportedContentType,
 )
 
-_IMAGE_FORMATS = {"image/jpeg": "JPEG", "image/png": "PNG"}
 _NPY_MAX_HEADER = 4096
 # NumPy parses npy headers with ast.literal_eval, and CPython's parser is not thread-safe
 # before 3.13 ("SystemError: AST constructor recursion depth mismatch", cpython gh-106905):
@@ -44,40 +45,50 @@ class PixelFormat(enum.Enum):
         return 1 if self is PixelFormat.GRAY8 else 3
 
 
+@dataclass(frozen=True, slots=True)
+class Clip:
+    """One request's frames, each `[H, W, 3]` uint8, and their presentation times for video.
+
+    Attributes:
+        frames: the frames in order (possibly read-only or strided views of the body).
+        pts: seconds from the container, one per frame, for video segments; None otherwise.
+    """
+
+    frames: list[np.ndarray]
+    pts: list[float] | None = None
+
+
 def decode(body: object, content_type: str | None, headers: Mapping[str, str],
-           config: HandlerConfig) -> list[np.ndarray]:
-    """Decodes one request.
+           config: HandlerConfig) -> Clip:
+    """Decodes one request (or one multipart part) into its frames.
 
     Args:
         body: the request body as TorchServe hands it (bytes for binary content types).
-        content_type: the request's Content-Type.
+        content_type: the body's Content-Type; None or a generic one: found from the bytes.
         headers: request headers, names in lower case.
         config: the limits to enforce.
-
-    Returns:
-        The frames, each `[H, W, 3]` uint8 (possibly a read-only or strided view of `body`).
 
     Raises:
         FrameError: the request cannot be served; its status says why.
     """
-    media = (content_type or "").split(";")[0].strip().lower()
     if not isinstance(body, (bytes, bytearray)):
         raise UnsupportedContentType(
-            f"Content-Type {media or '(none)'!r} is not supported: send image/jpeg, image/png, "
-            "application/x-npy or application/octet-stream"
+            f"Content-Type {media_type(content_type) or '(none)'!r} with a "
+            f"{type(body).__name__} body is not supported: send image/jpeg, image/png, "
+            "application/x-npy, application/octet-stream or a video segment"
         )
     if not body:
         raise EmptyFrame("the request body is empty")
-    if media in _IMAGE_FORMATS:
-        return [_decode_image(body, _IMAGE_FORMATS[media], config)]
-    if media == "application/x-npy":
-        return _decode_npy(body, config)
-    if media == "application/octet-stream":
-        return _decode_raw(body, headers, config)
-    raise UnsupportedContentType(
-        f"Content-Type {media or '(none)'!r} is not supported: send image/jpeg, image/png, "
-        "application/x-npy or application/octet-stream"
-    )
+    fmt = resolve(body, content_type, headers)
+    if fmt is Format.JPEG or fmt is Format.PNG:
+        return Clip([_decode_image(body, fmt.name, config)])
+    if fmt is Format.NPY:
+        return Clip(_decode_npy(body, config))
+    if fmt is Format.RAW:
+        return Clip(_decode_raw(body, headers, config))
+    from handler.video import decode_segment  # FFmpeg bindings load only when video arrives
+
+    return decode_segment(body, fmt, headers, config)
 
 
 def check_clip(frames: int, height: int, width: int, config: HandlerConfig) -> None:

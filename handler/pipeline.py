@@ -16,7 +16,7 @@ from handler import encode
 from handler.collate import bucket, collate, letterbox, to_model_input, unpad
 from handler.config import HandlerConfig, Resize
 from handler.errors import BadHeader, DeviceOutOfMemory, FrameError, InternalError, StaleFrame
-from handler.frames import decode
+from handler.frames import Clip, decode
 from handler.memory import Chunk, ChunkPlanner, Staging, peak_memory, reset_peak_memory
 
 logger = logging.getLogger(__name__)
@@ -80,14 +80,14 @@ class Pipeline:
         results: list[list[FrameResult | None] | FrameError] = []
         frames: list[np.ndarray] = []
         owners: list[tuple[int, int]] = []
-        clips = self._decoders.map(lambda request: self._decode(request, started), requests)
+        clips = list(self._decoders.map(lambda request: self._decode(request, started), requests))
         for index, clip in enumerate(clips):
             if isinstance(clip, FrameError):
                 results.append(clip)
                 continue
-            results.append([None] * len(clip))
-            frames.extend(clip)
-            owners.extend((index, n) for n in range(len(clip)))
+            results.append([None] * len(clip.frames))
+            frames.extend(clip.frames)
+            owners.extend((index, n) for n in range(len(clip.frames)))
         # A request's frames: its clip length once decoded, 1 when it could not be decoded.
         frame_counts = [len(r) if isinstance(r, list) else 1 for r in results]
         stats.frames = sum(frame_counts)
@@ -100,7 +100,8 @@ class Pipeline:
                 if isinstance(result, FrameError):
                     results[index] = result
                 else:
-                    results[index][n] = result
+                    pts = clips[index].pts
+                    results[index][n] = result if pts is None else {**result, "pts": pts[n]}
 
         responses = []
         for request, result, count in zip(requests, results, frame_counts):
@@ -114,7 +115,7 @@ class Pipeline:
         stats.peak_memory_bytes = peak_memory(self._device)
         return responses, stats
 
-    def _decode(self, request: Request, started: float) -> list[np.ndarray] | FrameError:
+    def _decode(self, request: Request, started: float) -> Clip | FrameError:
         try:
             self._check_age(request.headers, started)
             return decode(request.body, request.content_type, request.headers, self._config)
