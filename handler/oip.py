@@ -193,7 +193,8 @@ def _encoded(shape: list[int], data: object, headers: Mapping[str, str], config:
 def _elements(data: object, count: int) -> list[bytes]:
     """BYTES elements: binary is each element's 4-byte little-endian length then its bytes."""
     if isinstance(data, memoryview):
-        elements, at = [], 0
+        elements: list[bytes] = []
+        at = 0
         while at < len(data):
             if at + _LENGTH.size > len(data):
                 raise CorruptFrame(f"BYTES data ends inside the length of element {len(elements)}")
