@@ -193,7 +193,11 @@ def _from_form(item: Mapping[str, object], headers: dict[str, str],
     parts = tuple(Part(name, value, part_types.get(name))
                   for name, value in item.items() if name not in OPTIONS and name != _CONTENT_TYPE_KEY)
     refused: FrameError | None = None
-    if not parts:
+    if any(media_type(p.content_type) == "multipart/form-data" for p in parts):
+        # TorchServe could not split the form (no boundary) and passed it whole.
+        refused = BadForm(f"the multipart body could not be split into parts ({form_type[:80]!r}): "
+                          "send a boundary parameter and parts delimited by it")
+    elif not parts:
         refused = BadForm(f"the form has no file part (fields: {sorted(item)[:8]}): send each "
                           "frame as a file part, e.g. curl -F data=@frame.jpg")
     else:
