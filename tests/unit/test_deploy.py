@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import jsonschema
@@ -27,7 +28,6 @@ KUBERNETES_VERSION = "1.30.0"
 CRD_SCHEMAS = {
     ("monitoring.coreos.com/v1", "PodMonitor"): "podmonitor-monitoring-v1.json",
     ("monitoring.coreos.com/v1", "PrometheusRule"): "prometheusrule-monitoring-v1.json",
-    ("serving.kserve.io/v1beta1", "InferenceService"): "inferenceservice-serving-v1beta1.json",
 }
 
 
@@ -38,12 +38,20 @@ def _module(path: Path):
     return module
 
 
-make_storage = _module(DEPLOY / "kserve" / "make_storage.py")
 healthcheck = _module(DEPLOY / "container" / "healthcheck.py")
-properties = make_storage.properties
+
+
+def properties(text: str) -> dict[str, str]:
+    """A Java properties text parsed by the container's one reader (healthcheck.properties)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "config.properties"
+        path.write_text(text)
+        return healthcheck.properties(path)
+
+
 BASE_TEXT = (ROOT / "config.properties").read_text()
 BASE = properties(BASE_TEXT)
-MANIFESTS = sorted([*K8S.glob("*.yaml"), *(DEPLOY / "kserve").glob("*.yaml")])
+MANIFESTS = sorted(K8S.glob("*.yaml"))
 
 
 def _port(address: str) -> int:
@@ -214,27 +222,10 @@ def test_the_healthcheck_reads_the_effective_ports(tmp_path):
     text = BASE_TEXT + "\n" + (DEPLOY / "container" / "docker.properties").read_text()
     (tmp_path / "config.properties").write_text(text)
     parsed = healthcheck.properties(tmp_path / "config.properties")
-    assert parsed == properties(text)
     assert healthcheck.local(parsed["inference_address"]) == \
         f"http://127.0.0.1:{_port(BASE['inference_address'])}"
     assert healthcheck.expired({"expiration time": "2000-01-01T00:00:00.123456789Z"})
     assert not healthcheck.expired({"expiration time": "2999-01-01T00:00:00Z"})
-
-
-def test_the_kserve_layout_matches_the_runtime_and_the_repo():
-    config = properties(make_storage.kserve_config(BASE_TEXT, (DEPLOY / "kserve" / "kserve.properties").read_text()))
-    snapshot = json.loads(config["model_snapshot"])
-    assert snapshot["models"] == MODELS and snapshot["modelCount"] == len(MODELS)
-    assert config["model_store"] == "/mnt/models/model-store"
-    assert config["metrics_config"] == "/mnt/models/config/" + Path(BASE["metrics_config"]).name
-    assert _port(config["inference_address"]) == 8085  # the KServe wrapper forces this port
-    for key in ("max_request_size", "metrics_mode", "enable_model_api", "allowed_urls", "load_models"):
-        assert config[key] == BASE[key]
-    isvc = DOCS["InferenceService", "video-torchserve"]
-    model = isvc["spec"]["predictor"]["model"]
-    assert model["modelFormat"]["name"] == "pytorch" and model["runtime"] == "kserve-torchserve"
-    assert str(model["resources"]["limits"]["nvidia.com/gpu"]) == "1"
-    assert "DEPRECATED" in (DEPLOY / "kserve" / "inferenceservice.yaml").read_text()
 
 
 def test_the_auth_proxy_configuration_is_accepted_by_nginx(tmp_path):
