@@ -3,7 +3,10 @@ TorchServe's `curl -T` idiom, multipart from curl and requests, gRPC `Prediction
 the wheel's proto, and the Open Inference Protocol from the real `tritonclient.http`."""
 
 import json
+import os
+import re
 import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,6 +19,7 @@ from tritonclient.utils import InferenceServerException
 
 from loadgen import grpc_stubs
 from tests import support
+from tests.support import ROOT
 
 MODEL = "frame_quality"
 PIXELS = support.frame(480, 640, 21)
@@ -207,3 +211,31 @@ def test_a_corrupt_frame_on_each_door_fails_alone_while_batch_mates_on_other_doo
             break
     assert max(server.batch_requests(MODEL)[before:]) > 1, "no batch held two requests"
     assert server.worker_status(MODEL) == ["READY"]
+
+
+def _readme_snippets():
+    section = (ROOT / "README.md").read_text().split("\n## Clients\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```(bash|python)\n(.*?)```", section, re.S)
+
+
+def test_the_readme_has_a_snippet_per_entry_point():
+    assert [lang for lang, _ in _readme_snippets()] == ["bash", "bash", "python", "python", "python"]
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_each_readme_client_snippet_runs_as_written(server, index):
+    lang, code = _readme_snippets()[index]
+    port = server.properties().get("grpc_inference_port", "7070")
+    code = code.replace("127.0.0.1:8080", server.inference_url.removeprefix("http://"))
+    code = code.replace("127.0.0.1:7070", f"127.0.0.1:{port}")
+    (server.workdir / "frame.jpg").write_bytes(JPEG)
+    command = ["bash", "-c", code] if lang == "bash" else [sys.executable, "-c", code]
+    out = subprocess.run(command, cwd=server.workdir, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    answer = json.loads(out.stdout.strip().splitlines()[-1])
+    if "frames" in answer:
+        assert answer["code"] == 200
+        support.assert_quality(_frame_values(answer), DECODED)
+    else:  # tritonclient: each output stacked over the one frame
+        support.assert_quality({k: v[0] for k, v in answer.items()}, DECODED)
