@@ -239,3 +239,18 @@ def test_each_readme_client_snippet_runs_as_written(server, index):
         support.assert_quality(_frame_values(answer), DECODED)
     else:  # tritonclient: each output stacked over the one frame
         support.assert_quality({k: v[0] for k, v in answer.items()}, DECODED)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc", "oip"])
+def test_video_loadgen_drives_each_protocol_and_reports_it_the_same_way(server, protocol, tmp_path):
+    from loadgen import cli
+
+    port = server.properties().get("grpc_inference_port", "7070")
+    report = tmp_path / "report.json"
+    code = cli.main(["--url", server.inference_url, "--protocol", protocol, "--grpc-address", f"127.0.0.1:{port}",
+                     "--token-file", str(server.workdir / "key_file.json"), "--streams", "2", "--fps", "4",
+                     "--duration", "2", "--resolution", "320x240", "--sla-ms", "60000", "--no-progress",
+                     "--report", str(report)])
+    data = json.loads(report.read_text())
+    assert code == 0 and data["responses"] == {"200": 16}
+    assert data["config"]["protocol"] == protocol
