@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from handler import oip
 from handler.config import HandlerConfig
-from handler.errors import ClipTooLarge, FrameError, InternalError
+from handler.errors import ClipTooLarge, EmptyFrame, FrameError, InternalError
 from handler.formats import media_type
 from handler.frames import Clip, decode
 
@@ -182,7 +182,9 @@ def _from_keys(item: Mapping[str, object], headers: dict[str, str],
             content_type = (headers.get("content-type") or _text(item.get(_CONTENT_TYPE_KEY))
                             or part_types.get(key))
             return Request(item[key], content_type, merged)
-    return Request(None, headers.get("content-type"), merged)
+    return Request(None, headers.get("content-type"), merged, refused=EmptyFrame(
+        f"the request holds no frame (keys {_names(item)}): send it as the body, or as "
+        'input["data"] over gRPC'))
 
 
 def _from_form(item: Mapping[str, object], headers: dict[str, str],
@@ -198,7 +200,7 @@ def _from_form(item: Mapping[str, object], headers: dict[str, str],
         refused = BadForm(f"the multipart body could not be split into parts ({form_type[:80]!r}): "
                           "send a boundary parameter and parts delimited by it")
     elif not parts:
-        refused = BadForm(f"the form has no file part (fields: {sorted(item)[:8]}): send each "
+        refused = BadForm(f"the form has no file part (fields {_names(item)}): send each "
                           "frame as a file part, e.g. curl -F data=@frame.jpg")
     else:
         refused = _lost_parts(item, merged.get("content-length"), form_type)
@@ -222,6 +224,11 @@ def _lost_parts(item: Mapping[str, object], content_length: str | None, form_typ
         "TorchServe keeps only the last part of each field name; give every file part its own "
         "name (data0, data1, ...)"
     )
+
+
+def _names(item: Mapping[str, object]) -> list[str]:
+    """The first item keys, bounded, for messages."""
+    return [str(name)[:32] for name in list(item)[:8]]
 
 
 def _options(item: Mapping[str, object]) -> dict[str, str]:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from handler.config import HandlerConfig
-from handler.errors import ClipTooLarge, CorruptFrame, FrameError, UnsupportedContentType
+from handler.errors import ClipTooLarge, CorruptFrame, EmptyFrame, FrameError, UnsupportedContentType
 from handler.models import frame_quality
 from handler.pipeline import Pipeline
 from handler.requests import BadForm, Protocol, Request, from_item
@@ -142,3 +142,9 @@ def test_every_door_answers_the_same_values_and_a_bad_one_spares_its_batch_mates
 def test_request_defaults_are_the_native_protocol():
     request = Request(JPEG, "image/jpeg")
     assert request.protocol is Protocol.NATIVE and request.parts == () and request.refused is None
+
+
+def test_grpc_input_without_data_names_the_key_to_use():
+    request = from_item({"stream_id": b"cam"}, {"stream_id": {"content-type": ""}})
+    with pytest.raises(EmptyFrame, match=r'input\["data"\]'):
+        request.decode(CONFIG)
