@@ -90,14 +90,24 @@ def test_a_32_request_burst_exceeds_the_model_batch(quality):
         support.assert_quality(json.loads(body)["frames"][0]["outputs"], pixels)
 
 
-def test_a_multipart_form_is_refused_alone(quality):
+def test_a_multipart_form_is_a_clip_and_a_bad_form_fails_alone(quality):
+    """Items and headers as TorchServe 0.12 hands a multipart form over (docs/clients.md)."""
     handler, context = quality
-    context.request_processor = [RequestProcessor({"file": {"content-type": "image/jpeg"}}),
-                                 RequestProcessor({"body": {"content-type": "image/png"}})]
-    png = support.png(support.frame(20, 20))
-    bodies = handler.handle([{"file": bytearray(b"x")}, {"body": bytearray(png)}], context)
-    assert [context.get_response_status(i)[0] for i in range(2)] == [400, 200]
-    assert json.loads(bodies[0])["type"] == "UnsupportedContentType"
+    form = {"Content-Type": "multipart/form-data; boundary=b", "url_path": ""}
+    context.request_processor = [
+        RequestProcessor({"f0": {"content-type": "image/jpeg"}, "f1": {"content-type": "image/png"},
+                          "stream_id": {"content-type": ""}, **form}),
+        RequestProcessor({"file": {"content-type": "image/jpeg"}, **form})]
+    jpeg, png = support.jpeg(support.frame(40, 60, 1)), support.png(support.frame(20, 20, 2))
+    data = [{"f0": bytearray(jpeg), "f1": bytearray(png), "stream_id": bytearray(b"cam-3")},
+            {"file": bytearray(b"x")}]
+    bodies = handler.handle(data, context)
+    assert [context.get_response_status(i)[0] for i in range(2)] == [200, 400]
+    clip, bad = (json.loads(b) for b in bodies)
+    assert clip["stream_id"] == "cam-3" and len(clip["frames"]) == 2
+    support.assert_quality(clip["frames"][0]["outputs"], support.decoded(jpeg))
+    support.assert_quality(clip["frames"][1]["outputs"], support.decoded(png))
+    assert bad["type"] == "CorruptFrame" and "part 'file'" in bad["message"]
 
 
 def test_the_fixed_batch_engine_serves_a_32_frame_clip(model_dir):
