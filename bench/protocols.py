@@ -28,6 +28,8 @@ from loadgen.schedule import Plan, Resolution
 from loadgen.transport import Protocol
 from tskeys.keyfile import Key
 
+HD = Resolution(1280, 720)
+
 
 @dataclass(frozen=True, slots=True)
 class Row:
@@ -38,7 +40,7 @@ class Row:
 
 
 def bench(workdir: Path, fps: float = 6.0, duration_s: float = 20.0, streams: int = 2,
-          resolution: Resolution = Resolution(1280, 720), sla_ms: float = 200.0,
+          resolution: Resolution = HD, sla_ms: float = 200.0,
           protocols: tuple[Protocol, ...] = tuple(Protocol), sequential: bool = False) -> list[Row]:
     """Loads one TorchServe with `fps` frames/s through each protocol (`streams` cameras each)."""
     store = workdir / "store"
@@ -84,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=20.0, help="seconds of load (default %(default)s)")
     p.add_argument("--streams", type=int, default=2, help="cameras per protocol (default %(default)s)")
     p.add_argument("--sequential", action="store_true", help="one protocol after the other, not together")
-    p.add_argument("--resolution", type=Resolution.parse, default=Resolution(1280, 720), metavar="WxH")
+    p.add_argument("--resolution", type=Resolution.parse, default=HD, metavar="WxH")
     p.add_argument("--json", type=Path, help="also write the metrics here")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-protocols-") as tmp:

@@ -142,7 +142,7 @@ def test_oip_sender_frames_the_body_as_one_bytes_element(http_server):
 
 
 def test_runner_over_grpc_reports_the_body_code_as_the_status(grpc_server):
-    address, seen = grpc_server
+    address, _ = grpc_server
     plan = Plan(streams=2, fps=10, duration_s=1, resolutions=(Resolution(64, 48),))
     target = Target("http://unused", "m", protocol=Protocol.GRPC, grpc_address=address, key=Key(token="good"))
     result = run(plan, target, FrameSource(Format.JPEG, distinct=2), concurrency=8)
