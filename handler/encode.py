@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from handler.errors import FrameError
+from handler.oip import BadInferenceRequest, InferRequest
 from handler.requests import Protocol, Request
 
 _ID_MAX = 256
@@ -40,16 +41,26 @@ def ok(request: Request, frames: list[dict[str, Any]]) -> Response:
     """200 with the request's frames, in its protocol.
 
     Native: `{"code": 200, "stream_id", "frame_id", "frames": [{"width", "height", "outputs"}]}`
-    (`code` because gRPC answers OK whatever the status). OIP: one FP32 output per model output,
-    stacked over the frames (`[N]` numbers, `[N, K]` vectors); 400 when they do not stack.
+    (`code` because gRPC answers OK whatever the status). OIP: one FP32 output per model output
+    (or per output asked for), stacked over the frames (`[N]` numbers, `[N, K]` vectors), and the
+    request's `id`; 400 when they do not stack.
     """
     if request.protocol is Protocol.OIP:
+        parsed = request.body if isinstance(request.body, InferRequest) else None
+        available = list(frames[0]["outputs"]) if frames else []
+        names = (parsed.outputs if parsed is not None else None) or available
+        missing = [name for name in names if name not in available]
+        if missing:
+            return error(request, BadInferenceRequest(
+                f"outputs {missing[:8]} were asked for; this model has {available}"))
         try:
-            outputs = [_tensor(name, [f["outputs"][name] for f in frames])
-                       for name in (frames[0]["outputs"] if frames else {})]
+            outputs = [_tensor(name, [f["outputs"][name] for f in frames]) for name in names]
         except NotStackable as err:
             return error(request, err)
-        return Response(200, "OK", json.dumps({"model_name": request.model, "outputs": outputs}))
+        answer: dict[str, Any] = {"model_name": request.model, "outputs": outputs}
+        if parsed is not None and parsed.id is not None:
+            answer["id"] = parsed.id
+        return Response(200, "OK", json.dumps(answer))
     return Response(200, "OK", json.dumps({"code": 200, **ids(request.headers), "frames": frames}))
 
 

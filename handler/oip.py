@@ -8,7 +8,9 @@ frame or clip:
 - `BYTES` `[N]`: N encoded images (a clip), or one video segment, each decoded like a
   `/predictions` body whose format is found from its first bytes.
 
-The answer's encoding lives in `handler.encode`.
+`parse` splits a body into its JSON header and binary data (cheap: TorchServe already parsed a
+JSON body, and a binary request's header is small); `decode` builds the frames, in the decode
+threads. The answer's encoding lives in `handler.encode`.
 """
 
 from __future__ import annotations
@@ -16,38 +18,88 @@ from __future__ import annotations
 import json
 import math
 import struct
+import zlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from handler.config import HandlerConfig
-from handler.errors import ClipTooLarge, CorruptFrame, EmptyFrame, FrameError, UnsupportedContentType
+from handler.errors import (
+    ClipTooLarge,
+    CorruptFrame,
+    EmptyFrame,
+    FrameError,
+    FrameTooLarge,
+    UnsupportedContentType,
+)
 from handler.frames import Clip, check_clip, decode as decode_body
 
 HEADER_LENGTH = "inference-header-content-length"
 _HEADER_MAX = 1 << 20  # a JSON header with binary tensors holds no data: 1 MiB is plenty
 _LENGTH = struct.Struct("<I")
+# Largest decompressed body: above the largest request the shipped config admits (200 MiB).
+_INFLATED_MAX = 256 << 20
 
 
 class BadInferenceRequest(FrameError):
     """The Open Inference Protocol request is malformed (JSON, inputs, shape or data size)."""
 
 
-def decode(body: object, headers: Mapping[str, str], config: HandlerConfig) -> Clip:
+@dataclass(frozen=True, slots=True)
+class InferRequest:
+    """An OIP request split into its JSON header and the binary tensor data after it.
+
+    Attributes:
+        header: the JSON object (`inputs`, optional `id`, `outputs`, `parameters`).
+        binary: the bytes after the JSON header (empty for a JSON-only request).
+    """
+
+    header: Mapping[str, Any]
+    binary: memoryview
+
+    @property
+    def id(self) -> str | None:
+        """The request's `id`, echoed in the answer."""
+        value = self.header.get("id")
+        return value[:256] if isinstance(value, str) else None
+
+    @property
+    def outputs(self) -> tuple[str, ...] | None:
+        """The output names asked for, in order; None: all of them."""
+        asked = self.header.get("outputs")
+        if not isinstance(asked, list) or not asked:
+            return None
+        return tuple(str(o.get("name"))[:256] for o in asked if isinstance(o, dict))
+
+
+def parse(body: object, headers: Mapping[str, str]) -> InferRequest:
+    """Splits a request body: JSON header (a dict TorchServe already parsed, or the first
+    `Inference-Header-Content-Length` bytes, or the whole body) and binary data. Reads a
+    gzip or deflate `Content-Encoding` (tritonclient's `request_compression_algorithm`).
+
+    Raises:
+        FrameError: the body is not an OIP request.
+    """
+    encoding = headers.get("content-encoding", "").strip().lower()
+    if encoding in ("gzip", "deflate") and isinstance(body, (bytes, bytearray)):
+        body = _inflate(body, encoding)
+    return InferRequest(*_split(body, headers))
+
+
+def decode(request: InferRequest, headers: Mapping[str, str], config: HandlerConfig) -> Clip:
     """The frames of an OIP request's first input.
 
     Args:
-        body: the request body: bytes (JSON, or JSON header + binary tensors), or a dict when
-            TorchServe already parsed an `application/json` body.
-        headers: request headers, names in lower case (`inference-header-content-length`).
+        request: the parsed request.
+        headers: request headers, names in lower case.
         config: the limits to enforce.
 
     Raises:
         FrameError: the request cannot be served; its status says why.
     """
-    header, binary = _split(body, headers)
-    tensor, data = _first_input(header, binary)
+    tensor, data = _first_input(request.header, request.binary)
     datatype = tensor["datatype"]
     shape = tensor["shape"]
     if datatype == "UINT8":
@@ -58,6 +110,18 @@ def decode(body: object, headers: Mapping[str, str], config: HandlerConfig) -> C
         f"input datatype {datatype[:16]!r} is not supported: send UINT8 pixels of shape [H, W, 3], "
         "[H, W] or [N, H, W, 3], or BYTES [N] of encoded images or one video segment"
     )
+
+
+def _inflate(body: bytes | bytearray, encoding: str) -> bytes:
+    """The decompressed body, at most `_INFLATED_MAX` bytes (a compression bomb is refused)."""
+    inflater = zlib.decompressobj(zlib.MAX_WBITS | 16 if encoding == "gzip" else zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(body, _INFLATED_MAX)
+    except zlib.error as err:
+        raise BadInferenceRequest(f"cannot read the {encoding} body: {err}") from None
+    if inflater.unconsumed_tail:
+        raise FrameTooLarge(f"the {encoding} body inflates to more than {_INFLATED_MAX} bytes")
+    return out
 
 
 def _split(body: object, headers: Mapping[str, str]) -> tuple[dict[str, Any], memoryview]:

@@ -79,7 +79,7 @@ class Request:
     """One request as the core sees it, whatever door it came through.
 
     Attributes:
-        body: the body (bytes for the binary content types; a dict for parsed JSON).
+        body: the body (bytes for the binary content types; an `oip.InferRequest` for OIP).
         content_type: the body's Content-Type.
         headers: request headers, names in lower case (form fields and gRPC keys mapped in).
         parts: a multipart form's file parts, in the order sent (then `body` is unused).
@@ -105,6 +105,8 @@ class Request:
         if self.refused is not None:
             raise self.refused
         if self.protocol is Protocol.OIP:
+            if not isinstance(self.body, oip.InferRequest):
+                raise oip.BadInferenceRequest("the request was not parsed as an inference request")
             return oip.decode(self.body, self.headers, config)
         if not self.parts:
             return decode(self.body, self.content_type, self.headers, config)
@@ -155,7 +157,11 @@ def _from_item(item: Mapping[str, object], headers: Mapping[str, object], model:
     if media_type(content_type) == "multipart/form-data":
         return _from_form(item, request_headers, part_types)
     if _is_oip(item, request_headers):
-        return Request(item.get("body"), content_type, request_headers, protocol=Protocol.OIP, model=model)
+        try:
+            parsed: object = oip.parse(item.get("body"), request_headers)
+        except FrameError as err:
+            return Request(None, content_type, request_headers, protocol=Protocol.OIP, model=model, refused=err)
+        return Request(parsed, content_type, request_headers, protocol=Protocol.OIP, model=model)
     return _from_keys(item, request_headers, part_types)
 
 

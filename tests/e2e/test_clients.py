@@ -126,6 +126,18 @@ def test_tritonclient_binary_uint8_frame_and_clip(server):
             [support.quality(p)[name] for p in clip], rel=1e-4)
 
 
+def test_tritonclient_gzip_request_asked_outputs_and_request_id(server):
+    tensor = httpclient.InferInput("frames", list(PIXELS.shape), "UINT8")
+    tensor.set_data_from_numpy(PIXELS)
+    with _triton(server) as client:
+        result = client.infer(MODEL, [tensor], headers=server.auth(), request_id="cam-4/77",
+                              outputs=[httpclient.InferRequestedOutput("contrast")],
+                              request_compression_algorithm="gzip")
+    answer = result.get_response()
+    assert answer["id"] == "cam-4/77" and [o["name"] for o in answer["outputs"]] == ["contrast"]
+    assert result.as_numpy("contrast")[0] == pytest.approx(support.quality(PIXELS)["contrast"], rel=1e-4)
+
+
 def test_tritonclient_bytes_of_encoded_images(server):
     second = support.png(support.frame(120, 160, 25))
     result = _triton_infer(server, np.array([JPEG, second], dtype=np.object_), "BYTES")

@@ -1,6 +1,8 @@
 """Open Inference Protocol: request bodies built by the real tritonclient, answers it parses."""
 
+import gzip
 import json
+import zlib
 
 import numpy as np
 import pytest
@@ -11,7 +13,7 @@ from handler.config import HandlerConfig
 from handler.errors import ClipTooLarge, CorruptFrame, EmptyFrame, FrameTooLarge, UnsupportedContentType
 from handler.models import frame_quality
 from handler.pipeline import Pipeline
-from handler.requests import Protocol, Request
+from handler.requests import Protocol, Request, from_item
 from tests import support
 
 CONFIG = HandlerConfig.from_mapping({"max_width": 1920, "max_height": 1080, "max_clip_frames": 4,
@@ -31,8 +33,12 @@ def _body(*tensors):
     return bytearray(body), ({} if json_size is None else {oip.HEADER_LENGTH: str(json_size)})
 
 
+def _decode(body, headers):
+    return oip.decode(oip.parse(body, headers), headers, CONFIG)
+
+
 def _frames(body, headers):
-    return [np.asarray(f) for f in oip.decode(body, headers, CONFIG).frames]
+    return [np.asarray(f) for f in _decode(body, headers).frames]
 
 
 @pytest.mark.parametrize("binary", [True, False])
@@ -55,7 +61,7 @@ def test_bytes_of_encoded_images_are_a_clip_in_order():
 
 def test_a_json_body_parsed_by_torchserve_is_accepted():
     body = {"inputs": [{"name": "x", "shape": [2, 2], "datatype": "UINT8", "data": [[0, 1], [2, 255]]}]}
-    [frame] = oip.decode(body, {}, CONFIG).frames
+    [frame] = _decode(body, {}).frames
     assert frame[..., 2].tolist() == [[0, 1], [2, 255]]
 
 
@@ -84,27 +90,30 @@ def _json(tensor):
 ])
 def test_malformed_requests_are_typed_errors(body, headers, error):
     with pytest.raises(error):
-        oip.decode(body, headers, CONFIG)
+        _decode(body, headers)
 
 
 def test_binary_sizes_that_run_past_the_body_are_refused():
     body, headers = _body(_tensor("x", FRAME, "UINT8"))
     with pytest.raises(oip.BadInferenceRequest, match="runs past"):
-        oip.decode(body[:-1], headers, CONFIG)
+        _decode(body[:-1], headers)
     body, headers = _body(_tensor("x", np.array([support.jpeg(FRAME)], dtype=np.object_), "BYTES"))
     start = int(headers[oip.HEADER_LENGTH])
     body[start: start + 4] = (len(body) - start).to_bytes(4, "little")  # longer than what follows
     with pytest.raises(CorruptFrame, match="declares"):
-        oip.decode(body, headers, CONFIG)
+        _decode(body, headers)
+
+
+def _request(body, headers, model="frame_quality"):
+    """The Request TorchServe's items become for `/v2/models/{model}/infer`."""
+    return from_item({"body": body}, {"body": {"content-type": ""}, **headers}, model)
 
 
 def test_answers_stack_outputs_over_frames_and_tritonclient_reads_them():
     model = frame_quality.build()
     clip = np.stack([FRAME, support.frame(48, 64, 4)])
     body, headers = _body(_tensor("frames", clip, "UINT8"))
-    bad = bytearray(body), {**headers, oip.HEADER_LENGTH: "5"}
-    requests = [Request(body, None, headers, protocol=Protocol.OIP, model="frame_quality"),
-                Request(*bad[:1], None, bad[1], protocol=Protocol.OIP)]
+    requests = [_request(body, headers), _request(bytearray(body), {**headers, oip.HEADER_LENGTH: "5"})]
     [good, refused], _ = Pipeline(model, CONFIG).run(requests)
     assert (good.status, refused.status) == (200, 400)
     result = httpclient.InferResult.from_response_body(good.body.encode())
@@ -115,6 +124,33 @@ def test_answers_stack_outputs_over_frames_and_tritonclient_reads_them():
         for value, pixels in zip(values, clip):
             assert value == pytest.approx(support.quality(pixels)[name], rel=1e-4)
     assert json.loads(refused.body)["error"].startswith("BadInferenceRequest: ")
+
+
+def test_outputs_asked_for_and_the_request_id_come_back():
+    body, json_size = httpclient.InferenceServerClient.generate_request_body(
+        [_tensor("frames", FRAME, "UINT8")], outputs=[httpclient.InferRequestedOutput("sharpness"),
+                                                      httpclient.InferRequestedOutput("brightness")],
+        request_id="req-9")
+    headers = {oip.HEADER_LENGTH: str(json_size)}
+    unknown, size = httpclient.InferenceServerClient.generate_request_body(
+        [_tensor("frames", FRAME, "UINT8")], outputs=[httpclient.InferRequestedOutput("mask")])
+    [asked, missing], _ = Pipeline(frame_quality.build(), CONFIG).run(
+        [_request(body, headers), _request(unknown, {oip.HEADER_LENGTH: str(size)})])
+    answer = json.loads(asked.body)
+    assert answer["id"] == "req-9" and [o["name"] for o in answer["outputs"]] == ["sharpness", "brightness"]
+    assert missing.status == 400 and "['mask']" in json.loads(missing.body)["error"]
+
+
+@pytest.mark.parametrize("algorithm", ["gzip", "deflate"])
+def test_a_compressed_request_is_read(algorithm):
+    client = httpclient.InferenceServerClient.generate_request_body
+    body, json_size = client([_tensor("frames", FRAME, "UINT8")])
+    packed = gzip.compress(body) if algorithm == "gzip" else zlib.compress(body)
+    headers = {oip.HEADER_LENGTH: str(json_size), "content-encoding": algorithm}
+    [frame] = _frames(bytearray(packed), headers)
+    assert np.array_equal(frame, FRAME)
+    with pytest.raises(oip.BadInferenceRequest, match=algorithm):
+        oip.parse(bytearray(b"not compressed"), headers)
 
 
 def test_vectors_stack_to_n_by_k_and_ragged_outputs_are_a_400():
