@@ -165,9 +165,14 @@ def test_tritonclient_reads_an_oip_error(server):
     assert caught.value.status() == "400" and caught.value.message().startswith("CorruptFrame: ")
 
 
-def _bad_and_good(server):
-    """(name, send) pairs: each entry point's corrupt frame, then its good frame."""
+def _doors(server, folder):
+    """Entry point name -> send(body) -> (status, answer)."""
     url = f"{server.inference_url}/predictions/{MODEL}"
+
+    def curl_t(body):
+        path = folder / f"{threading.get_ident()}.jpg"
+        path.write_bytes(body)
+        return _curl(server, "-T", str(path))
 
     def post(**kwargs):
         answer = requests.post(url, headers={**server.auth(), **kwargs.pop("headers", {})}, timeout=120, **kwargs)
@@ -185,6 +190,7 @@ def _bad_and_good(server):
         return answer["code"], answer
 
     doors = {
+        "curl -T": curl_t,
         "no content type": lambda body: post(data=body),
         "multipart": lambda body: post(files={"data": body}),
         "grpc": grpc_call,
@@ -193,8 +199,8 @@ def _bad_and_good(server):
     return doors
 
 
-def test_a_corrupt_frame_on_each_door_fails_alone_while_batch_mates_on_other_doors_get_200(server):
-    doors = _bad_and_good(server)
+def test_a_corrupt_frame_on_each_door_fails_alone_while_batch_mates_on_other_doors_get_200(server, tmp_path):
+    doors = _doors(server, tmp_path)
     names = list(doors)
     # Door i sends the corrupt frame while door i+1 sends a good one, all at once, several times.
     jobs = [(names[i], BAD) for i in range(len(names))] + [(names[(i + 1) % len(names)], JPEG)
