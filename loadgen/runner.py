@@ -14,7 +14,6 @@ from loadgen.frames import FrameSource
 from loadgen.metrics import OK, Record
 from loadgen.schedule import Arrival, Plan, arrivals
 
-
 _DROPPED = object()
 
 

@@ -20,24 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAY = Path(__file__).resolve().with_name("kserve.properties")
-
-
-def properties(text: str) -> dict[str, str]:
-    """The last value of each key of a Java properties text (continuation lines joined)."""
-    values: dict[str, str] = {}
-    logical = ""
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not logical and (not stripped or stripped[0] in "#!"):
-            continue
-        if stripped.endswith("\\"):
-            logical += stripped[:-1]
-            continue
-        logical += stripped
-        key, _, value = logical.partition("=")
-        values[key.strip()] = value.strip()
-        logical = ""
-    return values
+sys.path.insert(0, str(ROOT))  # run as a script from the checkout
+from tsutil.properties import parse as properties  # noqa: E402
 
 
 def kserve_config(base: str, overlay: str) -> str:
