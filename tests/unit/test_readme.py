@@ -49,7 +49,7 @@ def _literal(cell: str) -> Any:
 
 def _expected(field: dataclasses.Field[Any]) -> Any:
     """A field's default in the README's terms (enums by value, tuples as lists)."""
-    default = field.default_factory() if field.default is dataclasses.MISSING else field.default  # type: ignore[misc]
+    default = field.default_factory() if field.default is dataclasses.MISSING else field.default
     if isinstance(default, enum.Enum):
         return default.value
     if isinstance(default, tuple):
