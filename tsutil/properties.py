@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,12 +59,12 @@ def overlay(base: str, *overlays: Path | str) -> str:
     return "\n".join(parts) + "\n"
 
 
-def models(values: dict[str, str]) -> dict[str, Any]:
+def models(values: Mapping[str, str]) -> dict[str, Any]:
     """The `models=` JSON: {name: {version: {"marName", "batchSize", ...}}} ({} without one)."""
     return dict(json.loads(values["models"])) if values.get("models") else {}
 
 
-def load_models(values: dict[str, str]) -> list[str]:
+def load_models(values: Mapping[str, str]) -> list[str]:
     """The model names `load_models=` starts (`frame_quality.mar` -> `frame_quality`)."""
     return [m.strip().removesuffix(".mar") for m in values.get("load_models", "").split(",") if m.strip()]
 

@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -132,7 +133,7 @@ class TorchServe:
     def auth(self, api: str = "inference") -> dict[str, str]:
         return {"Authorization": f"Bearer {self.key(api)}"}
 
-    def describe(self, model: str) -> list[dict[str, object]]:
+    def describe(self, model: str) -> list[dict[str, Any]]:
         """The management API's description of `model` (one entry per version)."""
         answer = requests.get(f"{self.management_url}/models/{model}", headers=self.auth("management"),
                               timeout=10)
@@ -140,15 +141,12 @@ class TorchServe:
         return list(answer.json())
 
     def worker_status(self, model: str) -> list[str]:
-        return [str(w["status"]) for w in self._workers(model)]
+        """Each worker's status (`READY`, ...) of the model's first version."""
+        return [str(w["status"]) for w in self.describe(model)[0]["workers"]]
 
     def worker_pids(self, model: str) -> list[int]:
-        return [int(w["pid"]) for w in self._workers(model)]
-
-    def _workers(self, model: str) -> list[dict[str, object]]:
-        workers = self.describe(model)[0]["workers"]
-        assert isinstance(workers, list)
-        return workers
+        """Each worker's process id, of the model's first version."""
+        return [int(w["pid"]) for w in self.describe(model)[0]["workers"]]
 
     def metrics(self) -> str:
         """One scrape of the metrics port (Prometheus text)."""
