@@ -20,10 +20,10 @@ import threading
 from pathlib import Path
 
 from autotune import sweep as sweeping
-from autotune.policy import LADDER
-from autotune.watch import Policy, fit_from_report, watch
 from autotune.fit import LatencyFit
 from autotune.management import ManagementError
+from autotune.policy import LADDER
+from autotune.watch import Policy, fit_from_report, watch
 from loadgen.frames import Format
 from loadgen.schedule import Resolution
 
@@ -32,7 +32,7 @@ def _ints(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers, e.g. 1,4,16")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers, e.g. 1,4,16") from None
     if not values or any(v < 0 for v in values):
         raise argparse.ArgumentTypeError(f"{text!r}: give one or more integers of 0 or more")
     return values

@@ -1,27 +1,10 @@
-"""Reads the few series the tuner needs from TorchServe's Prometheus text (the metrics port)."""
+"""The few series the tuner needs, from TorchServe's Prometheus text (the metrics port)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-_SAMPLE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)\{([^}]*)\}\s+(\S+)\s*$')
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
-def parse(text: str) -> list[tuple[str, dict[str, str], float]]:
-    """Prometheus text -> (name, labels, value) for each labelled sample; others are skipped."""
-    out = []
-    for line in text.splitlines():
-        match = _SAMPLE.match(line)
-        if match is None:
-            continue
-        name, labels, value = match.groups()
-        try:
-            out.append((name, dict(_LABEL.findall(labels)), float(value)))
-        except ValueError:
-            continue
-    return out
+from tsutil.prom import samples
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +29,10 @@ def snapshot(text: str, model: str, t: float) -> Snapshot:
     """The model's series from one scrape. Handler metrics carry `ModelName`, TorchServe's
     frontend metrics `model_name`."""
     values: dict[str, float] = {}
-    for name, labels, value in parse(text):
-        if labels.get("ModelName", labels.get("model_name")) != model:
+    for sample in samples(text):
+        if sample.model() != model:
             continue
+        name, value = sample.name, sample.value
         if name in ("video_frames_total", "video_batches_total", "ts_inference_requests_total",
                     "ts_queue_latency_microseconds"):
             values[name] = values.get(name, 0.0) + value

@@ -118,7 +118,7 @@ def probe(deployment: Deployment, load: Load, sizes: Sequence[int], repeats: int
                 for n in sizes:
                     barrier = threading.Barrier(n)
 
-                    def send(i: int) -> int:
+                    def send(i: int, barrier: threading.Barrier = barrier) -> int:
                         payload = source.payload(0, i, resolution)
                         headers = {"Content-Type": payload.content_type, **payload.headers,
                                    **({"Authorization": f"Bearer {token}"} if token else {})}

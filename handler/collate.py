@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -119,7 +120,7 @@ def letterbox(x: torch.Tensor, sizes: tuple[tuple[int, int], ...], target: tuple
 
 
 def unpad(output: torch.Tensor, padded_hw: tuple[int, int], sizes: tuple[tuple[int, int], ...],
-          original: tuple[tuple[int, int], ...] | None = None) -> list[float | list]:
+          original: tuple[tuple[int, int], ...] | None = None) -> list[Any]:
     """Splits one model output into per-frame values.
 
     Args:

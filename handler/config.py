@@ -157,7 +157,7 @@ def _normalize(value: Any) -> Normalize:
     scale = value.get("scale", 1.0)
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0:
         raise ConfigError(f"handler.normalize.scale = {scale!r}: use a positive number, e.g. 0.00392156 (1/255)")
-    triples = {}
+    triples: dict[str, tuple[float, float, float]] = {}
     for key, default in (("mean", 0.0), ("std", 1.0)):
         triple = value.get(key, [default] * 3)
         ok = isinstance(triple, list) and len(triple) == 3 and all(
@@ -166,5 +166,5 @@ def _normalize(value: Any) -> Normalize:
         if not ok or (key == "std" and min(triple) <= 0):
             raise ConfigError(f"handler.normalize.{key} = {triple!r}: use three numbers (R, G, B)"
                               + (", all positive" if key == "std" else ""))
-        triples[key] = tuple(float(v) for v in triple)
+        triples[key] = (float(triple[0]), float(triple[1]), float(triple[2]))
     return Normalize(float(scale), triples["mean"], triples["std"])

@@ -17,7 +17,6 @@ from numpy.lib import format as npy_format
 from PIL import Image, UnidentifiedImageError
 
 from handler.config import HandlerConfig
-from handler.formats import Format, media_type, resolve
 from handler.errors import (
     ClipTooLarge,
     CorruptFrame,
@@ -25,6 +24,7 @@ from handler.errors import (
     FrameTooLarge,
     UnsupportedContentType,
 )
+from handler.formats import Format, media_type, resolve
 
 _NPY_MAX_HEADER = 4096
 # NumPy parses npy headers with ast.literal_eval, and CPython's parser is not thread-safe

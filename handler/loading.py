@@ -19,7 +19,7 @@ def load_model(path: str | pathlib.Path, device: torch.device) -> Callable[..., 
     if path.suffix == ".pt2":
         return torch.export.load(str(path)).module().to(device)
     if path.suffix in (".pt", ".ts", ".torchscript"):
-        return torch.jit.load(str(path), map_location=device).eval()
+        return torch.jit.load(str(path), map_location=device).eval()  # type: ignore[no-untyped-call, no-any-return]
     raise ValueError(
         f"cannot load {path.name}: package a TorchScript file (.pt, from torch.jit.script or "
         "torch.jit.trace) or a torch.export program (.pt2, from torch.export.save)"

@@ -44,7 +44,7 @@ class ChunkPlanner:
 
     def plan(self, groups: dict[tuple[int, int], list[int]]) -> list[Chunk]:
         """Chunks for frames grouped by slot size, each at most `limit(shape)` long."""
-        chunks = []
+        chunks: list[Chunk] = []
         for shape, items in groups.items():
             size = self.limit(shape)
             chunks.extend(Chunk(shape, tuple(items[i:i + size])) for i in range(0, len(items), size))
@@ -82,7 +82,7 @@ class Staging:
             return tensor
         moved = tensor.to(self._device, non_blocking=self._pinned)
         if self._pinned:
-            self._copied = torch.cuda.Event()
+            self._copied = torch.cuda.Event()  # type: ignore[no-untyped-call]
             self._copied.record()
         return moved
 

@@ -34,7 +34,8 @@ from handler.errors import (
     FrameTooLarge,
     UnsupportedContentType,
 )
-from handler.frames import Clip, check_clip, decode as decode_body
+from handler.frames import Clip, check_clip
+from handler.frames import decode as decode_body
 
 HEADER_LENGTH = "inference-header-content-length"
 _HEADER_MAX = 1 << 20  # a JSON header with binary tensors holds no data: 1 MiB is plenty

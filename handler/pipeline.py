@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -81,21 +81,21 @@ class Pipeline:
         for chunk in self._planner.plan(self._group(frames)):
             for item, result in zip(chunk.items, self._infer(chunk, frames, stats)):
                 index, n = owners[item]
-                if isinstance(results[index], FrameError):
+                slots, clip = results[index], clips[index]
+                if isinstance(slots, FrameError) or isinstance(clip, FrameError):
                     continue
                 if isinstance(result, FrameError):
                     results[index] = result
                 else:
-                    pts = clips[index].pts
-                    results[index][n] = result if pts is None else {**result, "pts": pts[n]}
+                    slots[n] = result if clip.pts is None else {**result, "pts": clip.pts[n]}
 
         responses = []
-        for request, result, count in zip(requests, results, frame_counts):
-            if isinstance(result, FrameError):
-                stats.rejected[result.reason] = stats.rejected.get(result.reason, 0) + count
-                responses.append(encode.error(request, result))
-            else:
-                responses.append(encode.ok(request, result))
+        for request, outcome, count in zip(requests, results, frame_counts):
+            if isinstance(outcome, FrameError):
+                stats.rejected[outcome.reason] = stats.rejected.get(outcome.reason, 0) + count
+                responses.append(encode.error(request, outcome))
+            else:  # every slot is filled: each frame's chunk answered it
+                responses.append(encode.ok(request, cast(list[FrameResult], outcome)))
         if len(responses) != len(requests):
             raise RuntimeError(f"{len(requests)} requests in, {len(responses)} responses out")
         stats.peak_memory_bytes = peak_memory(self._device)
@@ -128,10 +128,8 @@ class Pipeline:
     def _group(self, frames: list[np.ndarray]) -> dict[tuple[int, int], list[int]]:
         groups: dict[tuple[int, int], list[int]] = {}
         for i, frame in enumerate(frames):
-            if self._config.resize is Resize.LETTERBOX:
-                key = self._config.input_size
-            else:
-                key = bucket(*frame.shape[:2], self._config.size_divisor)
+            letterboxed = self._config.input_size if self._config.resize is Resize.LETTERBOX else None
+            key = letterboxed or bucket(frame.shape[0], frame.shape[1], self._config.size_divisor)
             groups.setdefault(key, []).append(i)
         return groups
 
@@ -139,7 +137,7 @@ class Pipeline:
                ) -> list[FrameResult | FrameError]:
         """Runs one chunk; on device OOM halves it, remembers the limit and retries."""
         try:
-            return self._forward([frames[i] for i in chunk.items], stats)
+            return list(self._forward([frames[i] for i in chunk.items], stats))
         except torch.cuda.OutOfMemoryError:
             logger.warning("device out of memory on %d frames of %s", len(chunk.items), chunk.shape)
         except Exception:
@@ -159,8 +157,8 @@ class Pipeline:
 
     def _forward(self, frames: list[np.ndarray], stats: BatchStats) -> list[FrameResult]:
         config = self._config
-        shape = tuple(max(dim) for dim in zip(*(
-            bucket(*f.shape[:2], config.size_divisor) for f in frames)))
+        buckets = [bucket(f.shape[0], f.shape[1], config.size_divisor) for f in frames]
+        shape = (max(h for h, _ in buckets), max(w for _, w in buckets))
         rows = max(len(frames), config.static_batch or 0)
         batch = collate(frames, shape, rows, out=self._staging.take((rows, *shape, 3)))
         stats.chunks += 1
@@ -168,12 +166,13 @@ class Pipeline:
             x = to_model_input(self._staging.upload(batch.tensor), config.normalize)
             sizes, original, model_hw = batch.sizes, None, shape
             if config.resize is Resize.LETTERBOX:
+                assert config.input_size is not None  # HandlerConfig requires it with letterbox
                 x, sizes = letterbox(x, batch.sizes, config.input_size)
                 original, model_hw = batch.sizes, config.input_size
             valid = sum(h * w for h, w in sizes)
             stats.tensor_pixels += rows * model_hw[0] * model_hw[1]
             stats.padded_pixels += rows * model_hw[0] * model_hw[1] - valid
-            args = (x,)
+            args: tuple[torch.Tensor, ...] = (x,)
             if config.pass_sizes:
                 padded_sizes = list(sizes) + [model_hw] * (rows - len(sizes))
                 args = (x, torch.tensor(padded_sizes, dtype=torch.int64, device=x.device))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
 import torch
 from ts.metrics.metric_type_enum import MetricTypes
@@ -23,10 +24,10 @@ logger = logging.getLogger(__name__)
 _METRIC_TYPES = {Kind.COUNTER: MetricTypes.COUNTER, Kind.GAUGE: MetricTypes.GAUGE}
 
 
-class VideoFrameHandler(BaseHandler):
+class VideoFrameHandler(BaseHandler):  # type: ignore[misc]  # ts ships no type information
     """Serves frames and clips of any batch size and resolution; one status per request."""
 
-    def initialize(self, context) -> None:
+    def initialize(self, context: Any) -> None:
         properties = context.system_properties
         self.config = HandlerConfig.from_mapping((context.model_yaml_config or {}).get("handler"))
         gpu = properties.get("gpu_id")
@@ -42,7 +43,7 @@ class VideoFrameHandler(BaseHandler):
         self.initialized = True
         logger.info("video handler ready on %s with %s", self.device, self.config)
 
-    def handle(self, data, context) -> list[str]:
+    def handle(self, data: list[dict[str, Any]], context: Any) -> list[str]:
         requests = [from_item(item, context.get_all_request_header(idx) or {}, context.model_name)
                     for idx, item in enumerate(data)]
         responses, stats = self.pipeline.run(requests)
@@ -54,7 +55,7 @@ class VideoFrameHandler(BaseHandler):
                     stats.requests, stats.frames, stats.chunks, stats.rejected or "none", stats.oom_splits)
         return [response.body for response in responses]
 
-    def _emit(self, context, stats: BatchStats) -> None:
+    def _emit(self, context: Any, stats: BatchStats) -> None:
         """Never fails a request: an emission error is logged and dropped."""
         try:
             for sample in samples(stats, self.batch_size):

@@ -14,9 +14,9 @@ from loadgen import report
 from loadgen.frames import IMAGES, Format, FrameSource
 from loadgen.metrics import Metrics, calculate_metrics
 from loadgen.runner import Target, run
+from loadgen.schedule import Plan, Resolution, Switch
 from loadgen.transport import Protocol
 from tskeys.keyfile import Key, KeyFileError
-from loadgen.schedule import Plan, Resolution, Switch
 
 
 def parser() -> argparse.ArgumentParser:

@@ -13,7 +13,6 @@ from loadgen.schedule import Arrival, Plan, arrivals
 from loadgen.transport import Protocol, sender
 from tskeys.keyfile import Key
 
-
 _DROPPED = object()
 
 

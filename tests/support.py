@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT / "data" / "images"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _photos() -> tuple[Image.Image, ...]:
     return tuple(Image.open(p).convert("RGB") for p in sorted(IMAGES.glob("*.png")))
 

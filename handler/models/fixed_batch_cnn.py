@@ -26,7 +26,8 @@ class SmallCNN(nn.Module):
         self.head = nn.Linear(64, CLASSES)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.head(self.features(x).mean(dim=(2, 3)))
+        scores: Tensor = self.head(self.features(x).mean(dim=(2, 3)))
+        return scores
 
 
 def build() -> torch.export.ExportedProgram:

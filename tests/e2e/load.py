@@ -50,6 +50,31 @@ def run_clients(server: TorchServe, model: str, body: bytes, content_type: str, 
     return outcome
 
 
+def send_rounds(server: TorchServe, model: str, body: bytes, content_type: str, clients: int,
+                per_client: int) -> list[int]:
+    """`clients` threads each post `body` `per_client` times back to back; returns every status
+    (0 = no answer) once all are answered."""
+    statuses: list[int] = []
+    lock = threading.Lock()
+
+    def client() -> None:
+        with requests.Session() as session:
+            for _ in range(per_client):
+                try:
+                    status = server.predict(model, body, content_type, session=session).status_code
+                except requests.RequestException:
+                    status = 0
+                with lock:
+                    statuses.append(status)
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return statuses
+
+
 def wait_for_200(server: TorchServe, model: str, body: bytes, content_type: str,
                  timeout: float = 60.0) -> float:
     """Seconds until `model` answers 200 again."""
@@ -64,20 +89,21 @@ def wait_for_200(server: TorchServe, model: str, body: bytes, content_type: str,
     raise AssertionError(f"{model} did not answer 200 within {timeout} s")
 
 
-def rss_samples(server: TorchServe, model: str, seconds: float, every: float = 2.0) -> list[float]:
-    samples = []
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        samples.append(server.worker_rss_mb(model))
-        time.sleep(every)
-    return samples
+def idle_rss_mb(server: TorchServe, model: str, samples: int = 3) -> float:
+    """The model's worker memory (MiB) between batches: the least of a few readings, taken when
+    every request sent has been answered, so no batch's temporaries are counted."""
+    readings = []
+    for _ in range(samples):
+        readings.append(server.worker_rss_mb(model))
+        time.sleep(0.2)
+    return min(readings)
 
 
 def assert_bounded_growth(samples: list[float], limit_mb: float) -> None:
     """The memory floor of the last third may not exceed that of the middle third by `limit_mb`.
 
-    Batch temporaries make RSS swing by hundreds of MiB between samples; a leak raises the floor
-    (what stays allocated between batches), so floors are compared, not peaks.
+    `samples` are per-round readings (`idle_rss_mb`); the first third is warm-up. A leak raises
+    the floor (what stays allocated between batches) round after round; allocator noise does not.
     """
     third = len(samples) // 3
     assert third >= 2, f"too few samples: {samples}"

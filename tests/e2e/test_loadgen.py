@@ -1,25 +1,19 @@
 """video-loadgen against a real TorchServe: its counts agree with TorchServe's own counters."""
 
 import json
-import re
 import time
 
 import numpy as np
 
 from loadgen import cli
+from tsutil import prom
 
 MODEL = "frame_quality"
 
 
-def _counter(text: str, name: str, label: str) -> float:
-    """Sum of a Prometheus counter's samples for the model (0 before its first sample)."""
-    pattern = rf'^{name}\{{[^}}]*{label}="{MODEL}"[^}}]*\}} ([0-9.eE+-]+)$'
-    return sum(float(v) for v in re.findall(pattern, text, flags=re.M))
-
-
 def _counters(server) -> tuple[float, float]:
     text = server.metrics()
-    return _counter(text, "ts_inference_requests_total", "model_name"), _counter(text, "video_frames_total", "ModelName")
+    return prom.total(text, "ts_inference_requests_total", MODEL), prom.total(text, "video_frames_total", MODEL)
 
 
 def _run(server, tmp_path, name, *flags):

@@ -1,6 +1,5 @@
 """A real Prometheus scrapes a real TorchServe during a burst (DESIGN section 7)."""
 
-import os
 import shutil
 import subprocess
 import threading
@@ -11,6 +10,7 @@ import requests
 import yaml
 
 from tests import support
+from tsutil.server import env_port_offset, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -24,22 +24,25 @@ def prometheus(server, tmp_path_factory):
     config["scrape_configs"][0]["static_configs"][0]["targets"] = [
         server.metrics_url.removeprefix("http://")]
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = 9090 + int(os.environ.get("VIDEO_TS_PORT_OFFSET", "0"))
+    port = 9090 + env_port_offset()
     process = subprocess.Popen(
         [binary, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'data'}",
          f"--web.listen-address=127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL, stderr=(workdir / "prometheus.log").open("w"))
     url = f"http://127.0.0.1:{port}"
-    for _ in range(120):
-        try:
-            if requests.get(f"{url}/-/ready", timeout=2).status_code == 200:
-                break
-        except requests.ConnectionError:
-            pass
-        time.sleep(0.5)
-    yield url
-    process.terminate()
-    process.wait(timeout=30)
+    try:
+        assert wait_until(lambda: _ready(url), 60), f"Prometheus not ready; see {workdir / 'prometheus.log'}"
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _ready(url):
+    try:
+        return requests.get(f"{url}/-/ready", timeout=2).status_code == 200
+    except requests.ConnectionError:
+        return False
 
 
 def _query(url, expr):

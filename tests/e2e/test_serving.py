@@ -1,11 +1,11 @@
 """Our archives in a real TorchServe with the shipped config.properties (DESIGN sections 3-5)."""
 
-import json
 
 import numpy as np
 import requests
 
 from tests import support
+from tsutil import prom
 
 
 def _jpeg_payloads(shapes, seed=0):
@@ -97,11 +97,7 @@ def test_secure_defaults(server):
 
 def test_metrics_account_for_every_frame(server):
     def counter(text, name, **labels):
-        for line in text.splitlines():
-            if line.startswith(name + "{") and 'ModelName="frame_quality"' in line and all(
-                    f'{k}="{v}"' in line for k, v in labels.items()):
-                return float(line.rsplit(" ", 1)[1])
-        return 0.0
+        return prom.total(text, name, "frame_quality", **labels)
 
     before = server.metrics()
     payloads = _jpeg_payloads([(240, 320)] * 5, seed=3)

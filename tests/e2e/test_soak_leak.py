@@ -29,7 +29,7 @@ def leaky_server(tmp_path_factory):
 
 
 def test_the_same_check_catches_a_leaking_handler(leaky_server):
-    outcome, samples = soak(leaky_server, 30)
-    assert outcome.statuses() == {200}
+    statuses, floors = soak(leaky_server, 6)  # it keeps 24 x 5.5 MB of bodies a round
+    assert set(statuses) == {200}
     with pytest.raises(AssertionError, match="worker memory grew"):
-        assert_bounded_growth(samples, LIMIT_MB)
+        assert_bounded_growth(floors, LIMIT_MB)

@@ -5,12 +5,11 @@ import math
 import yaml
 
 from tests.support import ROOT
+from tsutil import properties
 
 
 def _properties():
-    text = (ROOT / "config.properties").read_text().replace("\\\n", "")
-    return dict(line.split("=", 1) for line in text.splitlines()
-                if "=" in line and not line.lstrip().startswith("#"))
+    return properties.read(ROOT / "config.properties")
 
 
 def test_secure_defaults():
@@ -27,10 +26,8 @@ def test_secure_defaults():
 
 
 def test_max_request_size_fits_the_largest_raw_clip_each_model_accepts():
-    import json
-
     props = _properties()
-    models = json.loads(props["models"])
+    models = properties.models(props)
     assert sorted(props["load_models"].split(",")) == sorted(v["1.0"]["marName"] for v in models.values())
     for name, versions in models.items():
         raw = yaml.safe_load((ROOT / "handler" / "models" / f"{name}.yaml").read_text())

@@ -139,7 +139,10 @@ def test_the_prometheus_rule_carries_the_alerts_of_monitoring_alerts_yml():
     alerts = ROOT / "monitoring" / "alerts.yml"
     source = yaml.safe_load(alerts.read_text())["groups"]
     rule = DOCS["PrometheusRule", "video-torchserve"]["spec"]["groups"]
-    names = lambda groups: [(r["alert"], r["expr"].strip()) for g in groups for r in g["rules"]]
+
+    def names(groups):
+        return [(r["alert"], r["expr"].strip()) for g in groups for r in g["rules"]]
+
     assert names(rule) == names(source), "run deploy/kubernetes/gen_prometheusrule.py"
     assert rule == source, "run deploy/kubernetes/gen_prometheusrule.py"
 
@@ -194,7 +197,7 @@ def test_the_pod_uses_the_kubernetes_overlay_and_the_repo_ports():
     assert POD["terminationGracePeriodSeconds"] > timeout
     # The token comes from a Secret, and reaches the template the proxy renders.
     assert proxy["env"][0]["valueFrom"]["secretKeyRef"]["name"] == "video-inference-token"
-    assert "${%s}" % proxy["env"][0]["name"] in PROXY_CONF
+    assert "${" + proxy["env"][0]["name"] + "}" in PROXY_CONF
     # One GPU per replica; probes run the image's /ping check.
     for kind in ("requests", "limits"):
         assert str(torchserve["resources"][kind]["nvidia.com/gpu"]) == "1"

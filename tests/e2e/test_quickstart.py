@@ -1,0 +1,93 @@
+"""The README's quick start as written: `./serve.sh`, the curl it prints answers 200, `./serve.sh stop`.
+
+It runs in a copy of the checkout (sharing this run's .venv), so its model_store/, logs/ and
+key_file.json do not touch the working tree; `VIDEO_TS_PORT_OFFSET` and its own TMPDIR keep it
+apart from any other TorchServe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests import support
+from tsutil import properties
+from tsutil.server import env_port_offset, wait_until
+
+README = (support.ROOT / "README.md").read_text()
+SHOWN = "http://127.0.0.1:8080"  # the address the README shows (offset 0)
+
+
+def _readme_block(after: str, language: str) -> str:
+    """The first fenced `language` block after the text `after` in the README."""
+    match = re.search(rf"```{language}\n(.*?)```", README[README.index(after):], re.S)
+    assert match, f"no ```{language} block after {after!r} in README.md"
+    return match[1]
+
+
+def _command(text: str) -> list[str]:
+    """A shell command with its line continuations joined, as words."""
+    return shlex.split(text.replace("\\\n", " "))
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory) -> Path:
+    copy = tmp_path_factory.mktemp("quickstart") / "repo"
+    shutil.copytree(support.ROOT, copy, symlinks=True, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "model_store", "logs", "key_file.json", "__pycache__", ".pytest_cache",
+        ".hypothesis", "*.egg-info", "build"))
+    # copytree keeps mtimes, so setup.sh finds this venv up to date with pyproject.toml.
+    (copy / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    return copy
+
+
+def test_serve_sh_prints_a_curl_that_answers_200_and_stop_stops_it(checkout, tmp_path):
+    offset = env_port_offset()
+    inference = properties.parse(properties.overlay(properties.SHIPPED.read_text(),
+                                                    properties.port_overrides(offset)))["inference_address"]
+    env = {**os.environ, "VIDEO_TS_PORT_OFFSET": str(offset), "TMPDIR": str(tmp_path)}
+    try:
+        started = subprocess.run(["./serve.sh"], cwd=checkout, env=env, capture_output=True, text=True,
+                                 timeout=900)
+        assert started.returncode == 0, started.stderr[-3000:]
+        printed = started.stdout[started.stdout.index("Try:\n") + 5:started.stdout.index("Stop it with")]
+        curl = _command(printed.replace(inference, SHOWN))
+        assert curl == _command(_readme_block("it is this one", "bash")), printed
+        assert "./serve.sh stop" in started.stdout
+
+        answer = subprocess.run(["bash", "-c", printed.strip() + " -sS -w '\\n%{http_code}'"], cwd=checkout,
+                                capture_output=True, text=True, timeout=120)
+        body, status = answer.stdout.rsplit("\n", 1)
+        assert status == "200", answer.stdout + answer.stderr
+        got = json.loads(body)
+        shown = json.loads(_readme_block("it is this one", "json"))
+        assert got["frames"][0].keys() == shown["frames"][0].keys()
+        assert (got["stream_id"], got["frame_id"]) == (shown["stream_id"], shown["frame_id"]) == (None, None)
+        assert (got["frames"][0]["width"], got["frames"][0]["height"]) == (451, 300)
+        pixels = support.decoded((checkout / "data" / "images" / "chelsea.png").read_bytes())
+        support.assert_quality(got["frames"][0]["outputs"], pixels)
+        support.assert_quality(shown["frames"][0]["outputs"], pixels)  # the README shows real values
+
+        stopped = subprocess.run(["./serve.sh", "stop"], cwd=checkout, env=env, capture_output=True, text=True,
+                                 timeout=120)
+        assert stopped.returncode == 0, stopped.stderr
+        assert wait_until(lambda: _refused(inference), 60), f"{inference} still answers after serve.sh stop"
+    finally:
+        subprocess.run(["torchserve", "--stop"], cwd=checkout, env=env, capture_output=True, timeout=60)
+
+
+def _refused(url: str) -> bool:
+    try:
+        requests.get(url + "/ping", timeout=5)
+    except requests.ConnectionError:
+        return True
+    return False
