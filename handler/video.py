@@ -175,15 +175,15 @@ def _decode(container: av.container.InputContainer, fmt: Format, sampler: PtsSam
         frames.append(_rgb(frame))
         pts.append(time)
         pixels += size
-    if decoded == 0:
-        if reader.packets == 0:
-            raise EmptyFrame(f"the {fmt.value} segment holds no video frames")
-        raise CorruptFrame(f"no frame of the {fmt.value} segment could be decoded")
     if declared and reader.packets < declared:
         raise CorruptFrame(
             f"the {fmt.value} segment is truncated: it declares {declared} frames and holds "
             f"{reader.packets}"
         )
+    if decoded == 0:
+        if reader.packets == 0:
+            raise EmptyFrame(f"the {fmt.value} segment holds no video frames")
+        raise CorruptFrame(f"no frame of the {fmt.value} segment could be decoded")
     return Clip(frames, pts)
 
 

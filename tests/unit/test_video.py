@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 import pytest
@@ -49,7 +50,7 @@ def test_every_frame_in_order_equals_the_ffmpeg_cli_decode(container):
         # Same FFmpeg decoder and conversion: the RGB frames agree within rounding.
         assert abs(got.astype(int) - want.astype(int)).max() <= 2
         support.assert_quality(support.quality(got), want, rel=0.02)
-    assert all(b > a for a, b in zip(clip.pts, clip.pts[1:]))
+    assert all(b > a for a, b in itertools.pairwise(clip.pts))
 
 
 @pytest.mark.parametrize("container", ["h264", "hevc"])
