@@ -249,3 +249,28 @@ def test_default_limits_let_one_second_of_1080p30_through():
     """max_clip_pixels (32 frames of 1080p) is the memory bound of one request's decoded RGB."""
     assert 30 * 1920 * 1080 <= CONFIG.max_clip_pixels
     assert 72 * 1280 * 720 <= CONFIG.max_clip_pixels
+
+
+# --- the producer side (video-loadgen --format h264|mp4) ------------------------------------
+
+@pytest.mark.parametrize(("fmt", "container"), [("h264", "h264"), ("mp4", "mp4")])
+def test_loadgen_segments_are_a_moving_camera_the_ffmpeg_cli_decodes(fmt, container):
+    from loadgen.cli import parser, plan_from
+    from loadgen.frames import Format as WireFormat
+    from loadgen.frames import FrameSource
+    from loadgen.schedule import Resolution
+
+    args = parser().parse_args(["--format", fmt, "--segment-frames", "6", "--resolution", "320x180"])
+    plan = plan_from(args)
+    assert plan.clip == 6
+    source = FrameSource(WireFormat(fmt), plan.clip, distinct=2)
+    payload = source.payload(1, 0, Resolution(320, 180))
+    assert (payload.content_type, payload.frames) == (videos.CONTENT_TYPES[container], 6)
+    reference = videos.reference_frames(payload.body, container)
+    assert reference.shape == (6, 180, 320, 3)
+    assert all((a != b).any() for a, b in itertools.pairwise(reference))  # the camera pans
+    assert [p[2] for p in videos.packets(payload.body, container)] == [True] + [False] * 5
+    clip = decode(payload.body, payload.content_type, {}, CONFIG)
+    assert clip.pts == pytest.approx([i / 30 for i in range(6)])
+    for got, want in zip(clip.frames, reference):
+        assert abs(got.astype(int) - want.astype(int)).max() <= 2
