@@ -3,6 +3,7 @@
     python -m bench.video                      # both tables (about 2 minutes on 2 cores)
     python -m bench.video --decode-only        # the decoder table only (no TorchServe)
     python -m bench.video --json out.json      # also the figures as JSON
+    python -m bench.video --gpu                # on a CUDA machine: NVDEC decode against the CPU's
 
 1. Decoder: frames/s of `handler.video.decode_segment` (PyAV, to rgb24, threads as shipped) on
    30-frame H.264 segments at 720p and 1080p, against Pillow decoding the same frames as JPEGs.
@@ -175,6 +176,40 @@ def wire_table(workdir: Path, duration_s: float = 15.0, frames_in_flight: int = 
     return rows
 
 
+def gpu_decode_check(size: Resolution = FULL_HD, repeats: int = 3) -> dict:
+    """For bench/gpu_check.py on a CUDA machine: H.264 segments decode on the GPU (NVDEC through
+    FFmpeg's cuda hwaccel, `video_hw_decode: true`), give the CPU decoder's frames, and how fast.
+
+    Returns:
+        `{"ok", "nvdec", "gpu_fps", "cpu_fps", "max_abs_diff", "frames"}`; `ok` is False when
+        NVDEC could not be opened or the frames differ by more than rounding.
+    """
+    import dataclasses
+
+    from handler import video
+
+    segment = FrameSource(Format.H264, SEGMENT, distinct=1).payload(0, 0, size).body
+    gpu = HandlerConfig()
+    cpu = dataclasses.replace(gpu, video_hw_decode=False)
+    nvdec = video._hwaccel() is not None
+    gpu_frames = video.decode_segment(segment, VideoFormat.H264, {}, gpu).frames
+    cpu_frames = video.decode_segment(segment, VideoFormat.H264, {}, cpu).frames
+    diff = max(int(np.abs(a.astype(int) - b.astype(int)).max()) for a, b in zip(gpu_frames, cpu_frames))
+    result = {
+        "nvdec": nvdec,
+        "frames": [len(gpu_frames), len(cpu_frames)],
+        # NV12 from NVDEC and yuv420p from the CPU decoder hold the same samples; the RGB
+        # conversion may round differently by a step or two.
+        "max_abs_diff": diff,
+        "gpu_fps": _best_fps(functools.partial(video.decode_segment, segment, VideoFormat.H264, {}, gpu),
+                             SEGMENT, repeats),
+        "cpu_fps": _best_fps(functools.partial(video.decode_segment, segment, VideoFormat.H264, {}, cpu),
+                             SEGMENT, repeats),
+    }
+    result["ok"] = nvdec and len(gpu_frames) == len(cpu_frames) == SEGMENT and diff <= 4
+    return result
+
+
 def render(decode_rows: list[DecodeRow], wire_rows: list[WireRow]) -> str:
     lines = ["decoder (in-process, one 30-frame segment, best of 3)",
              f"{'size':<10} {'H.264 fps':>10} {'JPEG fps':>9}"]
@@ -204,7 +239,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--in-flight", type=int, default=60,
                    help="frames in flight: clients = this / frames per request (default %(default)s)")
     p.add_argument("--json", type=Path, help="write the figures here")
+    p.add_argument("--gpu", action="store_true", help="only gpu_decode_check (needs CUDA), JSON out")
     args = p.parse_args(argv)
+    if args.gpu:
+        result = gpu_decode_check()
+        print(json.dumps(result, indent=2))
+        return 0 if result["ok"] else 1
     decode_rows = decode_table()
     wire_rows: list[WireRow] = []
     if not args.decode_only:
