@@ -122,7 +122,9 @@ def decode_segment(body: bytes | bytearray, fmt: Format, headers: Mapping[str, s
     sampler = PtsSampler(sample_fps(headers))
     hwaccel = _hwaccel() if config.video_hw_decode else None
     try:
-        with av.open(io.BytesIO(body), "r", format=DEMUXERS[fmt], hwaccel=hwaccel) as container:
+        # max_pixels also for the frames FFmpeg decodes while probing the stream's parameters.
+        with av.open(io.BytesIO(body), "r", format=DEMUXERS[fmt], hwaccel=hwaccel,
+                     options={"max_pixels": _max_pixels(config)}) as container:
             return _decode(container, fmt, sampler, config)
     except (av.FFmpegError, ValueError, IndexError) as err:
         raise CorruptFrame(f"cannot decode the {fmt.value} segment: {err}") from None
@@ -147,10 +149,7 @@ def _decode(container: av.container.InputContainer, fmt: Format, sampler: PtsSam
     # data is CorruptFrame, not a made-up picture); max_pixels: the decoder itself refuses a
     # mid-stream size change far above the limit before allocating it (the slack covers coded
     # sizes rounded up to macroblocks, 1080 -> 1088; the exact limit is checked per frame).
-    context.options = {
-        "err_detect": "explode",
-        "max_pixels": str((config.max_width + _CODED_SLACK) * (config.max_height + _CODED_SLACK)),
-    }
+    context.options = {"err_detect": "explode", "max_pixels": _max_pixels(config)}
     context.thread_type = "AUTO"
     context.thread_count = _codec_threads()
 
@@ -240,6 +239,10 @@ def _check_clip(frames: int, pixels: int, config: HandlerConfig, verb: str) -> N
             f"the segment {verb} {frames} frames of {pixels} pixels in all, above "
             f"max_clip_pixels = {config.max_clip_pixels}; send shorter segments or set X-Sample-Fps"
         )
+
+
+def _max_pixels(config: HandlerConfig) -> str:
+    return str((config.max_width + _CODED_SLACK) * (config.max_height + _CODED_SLACK))
 
 
 def _codec_threads() -> int:

@@ -148,3 +148,78 @@ def tables_only(transport_stream: bytes) -> bytes:
     packets_ = [transport_stream[i:i + 188] for i in range(0, len(transport_stream), 188)]
     pids = [((p[1] & 0x1F) << 8) | p[2] for p in packets_]
     return b"".join(p for p, pid in zip(packets_, pids) if pid in (0x0000, 0x0011, 0x1000))
+
+
+def with_sps_size(annex_b: bytes, width: int, height: int) -> bytes:
+    """The H.264 Annex-B stream with its sequence parameter sets declaring `width`x`height`
+    (multiples of 16), the slices left as they are: a stream that claims a huge picture."""
+    out = []
+    for unit in _nal_units(annex_b):
+        if unit[3] & 0x1F == 7:
+            unit = unit[:4] + _escape(_resize_sps(_unescape(unit[4:]), width // 16, height // 16))
+        out.append(unit)
+    return b"".join(out)
+
+
+def _unescape(payload: bytes) -> bytes:
+    return payload.replace(b"\x00\x00\x03", b"\x00\x00")
+
+
+def _escape(payload: bytes) -> bytes:
+    out = bytearray()
+    zeros = 0
+    for byte in payload:
+        if zeros >= 2 and byte <= 3:
+            out.append(3)
+            zeros = 0
+        out.append(byte)
+        zeros = zeros + 1 if byte == 0 else 0
+    return bytes(out)
+
+
+def _resize_sps(rbsp: bytes, width_mbs: int, height_mbs: int) -> bytes:
+    """Rewrites pic_width_in_mbs_minus1 and pic_height_in_map_units_minus1 (H.264 7.3.2.1.1)."""
+    bits = "".join(f"{b:08b}" for b in rbsp)
+    at = 24  # profile_idc, constraint flags, level_idc
+    out = [bits[:at]]
+
+    def ue() -> int:
+        nonlocal at
+        zeros = 0
+        while bits[at + zeros] == "0":
+            zeros += 1
+        value = int(bits[at + zeros: at + 2 * zeros + 1], 2) - 1
+        out.append(bits[at: at + 2 * zeros + 1])
+        at += 2 * zeros + 1
+        return value
+
+    def flag() -> int:
+        nonlocal at
+        out.append(bits[at])
+        at += 1
+        return int(bits[at - 1])
+
+    ue()  # seq_parameter_set_id
+    if rbsp[0] in (100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135):
+        if ue() == 3:  # chroma_format_idc
+            flag()
+        ue()
+        ue()
+        flag()
+        assert flag() == 0, "scaling matrices are not handled"
+    ue()  # log2_max_frame_num_minus4
+    poc_type = ue()
+    assert poc_type in (0, 2), "pic_order_cnt_type 1 is not handled"
+    if poc_type == 0:
+        ue()
+    ue()  # max_num_ref_frames
+    flag()  # gaps_in_frame_num_value_allowed_flag
+    for value in (width_mbs - 1, height_mbs - 1):
+        ue()  # the old value, dropped below
+        out.pop()
+        code = f"{value + 1:b}"
+        out.append("0" * (len(code) - 1) + code)
+    rest = bits[at:].rstrip("0")  # frame_mbs_only_flag ... rbsp_stop_one_bit
+    body = "".join(out) + rest
+    body += "0" * (-len(body) % 8)
+    return int(body, 2).to_bytes(len(body) // 8, "big")

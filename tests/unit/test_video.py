@@ -124,6 +124,13 @@ def test_a_frame_wider_than_the_maximum_is_refused_from_the_header():
         _decode(body, "mp4")
 
 
+def test_a_stream_whose_sps_declares_a_huge_picture_is_refused_from_its_header():
+    body = videos.segment("h264", width=64, height=48, frames=4)
+    assert len(_decode(videos.with_sps_size(body, 64, 48), "h264").frames) == 4  # the rewrite is sound
+    with pytest.raises(FrameTooLarge, match="declares frames of 8192x8192"):
+        _decode(videos.with_sps_size(body, 8192, 8192), "h264")
+
+
 @pytest.mark.parametrize("container", ["mpegts", "h264", "mp4"])
 def test_more_frames_than_max_video_frames_is_clip_too_large(container):
     config = dataclasses.replace(CONFIG, max_video_frames=8)
@@ -188,6 +195,14 @@ def test_a_segment_cut_inside_a_frame_is_corrupt(container):
     body = videos.segment(container, codec=_codec(container), frames=12)
     with pytest.raises(CorruptFrame):
         _decode(videos.cut_inside_last_key_frame(body, container), container)
+
+
+@pytest.mark.parametrize("frames_left", [4, 7])
+def test_an_mp4_cut_between_frames_is_corrupt_because_its_header_counts_them(frames_left):
+    body = videos.segment("mp4", frames=12)
+    pos, size, _ = videos.packets(body, "mp4")[frames_left - 1]
+    with pytest.raises(CorruptFrame, match=f"declares 12 frames and holds {frames_left}"):
+        _decode(body[: pos + size], "mp4")
 
 
 @pytest.mark.parametrize("container", ["mp4", "mpegts", "h264"])
