@@ -181,8 +181,9 @@ def gpu_decode_check(size: Resolution = FULL_HD, repeats: int = 3) -> dict:
     FFmpeg's cuda hwaccel, `video_hw_decode: true`), give the CPU decoder's frames, and how fast.
 
     Returns:
-        `{"ok", "nvdec", "gpu_fps", "cpu_fps", "max_abs_diff", "frames"}`; `ok` is False when
-        NVDEC could not be opened or the frames differ by more than rounding.
+        `{"ok", "nvdec", "nvdec_strict_frames", "gpu_fps", "cpu_fps", "max_abs_diff", "frames"}`;
+        `ok` is False when NVDEC could not be opened, did not decode the segment itself (software
+        fallback off), or its frames differ from the CPU decoder's by more than rounding.
     """
     import dataclasses
 
@@ -195,8 +196,17 @@ def gpu_decode_check(size: Resolution = FULL_HD, repeats: int = 3) -> dict:
     gpu_frames = video.decode_segment(segment, VideoFormat.H264, {}, gpu).frames
     cpu_frames = video.decode_segment(segment, VideoFormat.H264, {}, cpu).frames
     diff = max(int(np.abs(a.astype(int) - b.astype(int)).max()) for a, b in zip(gpu_frames, cpu_frames))
+    strict = 0  # frames NVDEC decodes with FFmpeg's software fallback turned off
+    if nvdec:
+        import av
+        from av.codec.hwaccel import HWAccel
+
+        accel = HWAccel("cuda", allow_software_fallback=False, options={"primary_ctx": "1"})
+        with av.open(io.BytesIO(segment), "r", format="h264", hwaccel=accel) as container:
+            strict = sum(1 for _ in container.decode(video=0))
     result = {
         "nvdec": nvdec,
+        "nvdec_strict_frames": strict,
         "frames": [len(gpu_frames), len(cpu_frames)],
         # NV12 from NVDEC and yuv420p from the CPU decoder hold the same samples; the RGB
         # conversion may round differently by a step or two.
@@ -206,7 +216,7 @@ def gpu_decode_check(size: Resolution = FULL_HD, repeats: int = 3) -> dict:
         "cpu_fps": _best_fps(functools.partial(video.decode_segment, segment, VideoFormat.H264, {}, cpu),
                              SEGMENT, repeats),
     }
-    result["ok"] = nvdec and len(gpu_frames) == len(cpu_frames) == SEGMENT and diff <= 4
+    result["ok"] = nvdec and strict == len(gpu_frames) == len(cpu_frames) == SEGMENT and diff <= 4
     return result
 
 

@@ -265,10 +265,13 @@ def _hwaccel() -> av.codec.hwaccel.HWAccel | None:
     if "cuda" not in hwdevices_available():
         logger.warning("CUDA is available but this FFmpeg build has no cuda hwaccel: CPU decode")
         return None
-    accel = HWAccel("cuda", allow_software_fallback=True)
+    # The CUDA device torch uses in this worker, and its primary context (the one torch uses):
+    # no CUDA context is created per segment, and decoding shares the worker's device memory.
+    accel = HWAccel("cuda", device=str(torch.cuda.current_device()), allow_software_fallback=True,
+                    options={"primary_ctx": "1"})
     try:
         accel.create(av.codec.Codec("h264", "r"))
-    except (av.FFmpegError, OSError) as err:
+    except (av.FFmpegError, OSError, NotImplementedError, RuntimeError) as err:
         logger.warning("the GPU's video decoder cannot be opened (%s): CPU decode", err)
         return None
     logger.info("video segments decode on the GPU (NVDEC through FFmpeg's cuda hwaccel)")
