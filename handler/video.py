@@ -231,8 +231,9 @@ def _check_size(width: int, height: int, config: HandlerConfig, verb: str) -> No
 def _check_clip(frames: int, pixels: int, config: HandlerConfig, verb: str) -> None:
     if frames > config.max_video_frames:
         raise ClipTooLarge(
-            f"the segment {verb} {frames} frames after sampling, above max_video_frames = "
-            f"{config.max_video_frames}; send shorter segments or set X-Sample-Fps"
+            f"the segment {verb} {frames} frames to keep, above max_video_frames = "
+            f"{config.max_video_frames} (counted after X-Sample-Fps); send shorter segments or "
+            "set X-Sample-Fps"
         )
     if pixels > config.max_clip_pixels:
         raise ClipTooLarge(
