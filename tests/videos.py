@@ -31,6 +31,9 @@ _CODEC_ARGS = {
     "libx264": ["-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p"],
     "libx265": ["-c:v", "libx265", "-preset", "ultrafast", "-pix_fmt", "yuv420p",
                 "-x265-params", "log-level=none"],
+    "libx265-main10": ["-c:v", "libx265", "-preset", "ultrafast", "-pix_fmt", "yuv420p10le",
+                       "-x265-params", "log-level=none"],
+    "libx264-444": ["-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv444p"],
     "libvpx-vp9": ["-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8"],
     "mpeg4": ["-c:v", "mpeg4"],
     "mjpeg": ["-c:v", "mjpeg", "-pix_fmt", "yuvj420p"],
@@ -59,7 +62,7 @@ def segment(container: str = "mp4", *, width: int = 160, height: int = 96, frame
     zoom = (f"scale={2 * width}:{2 * height},zoompan=z='1+0.02*on':x='iw/2-iw/zoom/2':"
             f"y='ih/2-ih/zoom/2':d=1:s={width}x{height}:fps={fps}")
     codec_args = list(_CODEC_ARGS[codec]) + ["-g", str(gop)]
-    if codec in ("libx264", "libx265"):
+    if codec.startswith(("libx264", "libx265")):
         codec_args += ["-bf", str(bframes)]
     flags = {"mp4": ["-movflags", "+faststart"],
              "fmp4": ["-movflags", "frag_keyframe+empty_moov+default_base_moof"]}.get(container, [])

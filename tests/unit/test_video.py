@@ -53,6 +53,18 @@ def test_every_frame_in_order_equals_the_ffmpeg_cli_decode(container):
     assert all(b > a for a, b in itertools.pairwise(clip.pts))
 
 
+@pytest.mark.parametrize(("container", "codec"), [("hevc", "libx265-main10"), ("mp4", "libx264-444")])
+def test_ten_bit_and_444_streams_come_out_as_8_bit_rgb(container, codec):
+    body = videos.segment(container, codec=codec, frames=4)
+    reference = videos.reference_frames(body, container)
+    clip = _decode(body, container)
+    assert len(clip.frames) == len(reference) == 4
+    for got, want in zip(clip.frames, reference):
+        assert got.shape == want.shape == (96, 160, 3)
+        # 10 -> 8 bits: FFmpeg's conversions may dither differently; the statistics agree.
+        support.assert_quality(support.quality(got), want, rel=0.02)
+
+
 @pytest.mark.parametrize("container", ["h264", "hevc"])
 def test_elementary_streams_are_timed_at_thirty_per_second(container):
     clip = _decode(videos.segment(container, codec=_codec(container), frames=6), container)
