@@ -4,6 +4,7 @@
     python -m bench.video --decode-only        # the decoder table only (no TorchServe)
     python -m bench.video --json out.json      # also the figures as JSON
     python -m bench.video --gpu                # on a CUDA machine: NVDEC decode against the CPU's
+    python -m bench.video --libraries          # PyAV and torchcodec (if installed) side by side
 
 1. Decoder: frames/s of `handler.video.decode_segment` (PyAV, to rgb24, threads as shipped) on
    30-frame H.264 segments at 720p and 1080p, against Pillow decoding the same frames as JPEGs.
@@ -176,6 +177,66 @@ def wire_table(workdir: Path, duration_s: float = 15.0, frames_in_flight: int = 
     return rows
 
 
+def _pyav_decode(segment: bytes, threads: int) -> int:
+    import av
+
+    with av.open(io.BytesIO(segment), "r", format="h264") as container:
+        stream = container.streams.video[0]
+        stream.codec_context.thread_type = "AUTO"
+        stream.codec_context.thread_count = threads
+        return sum(1 for frame in container.decode(stream) if frame.to_ndarray(format="rgb24").size)
+
+
+def _torchcodec_decode(segment: bytes, threads: int) -> int:
+    from torchcodec.decoders import VideoDecoder  # needs FFmpeg's shared libraries
+
+    decoder = VideoDecoder(segment, num_ffmpeg_threads=threads, dimension_order="NHWC")
+    return sum(1 for i in range(len(decoder)) if decoder[i].numel())
+
+
+def library_table(frames: int = 90, resolutions=(HD, FULL_HD), repeats: int = 7) -> list[dict]:
+    """Each candidate library: does it import here, and decode + rgb24 frames/s, 1 and 2 threads."""
+    import importlib.metadata
+
+    rows = []
+    segments = {size: FrameSource(Format.H264, frames, distinct=1).payload(0, 0, size).body
+                for size in resolutions}
+    for name, package, decode in (("PyAV", "av", _pyav_decode),
+                                  ("torchcodec", "torchcodec", _torchcodec_decode)):
+        try:
+            version = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            rows.append({"library": name, "version": None, "error": "not installed"})
+            continue
+        row: dict = {"library": name, "version": version, "error": None}
+        try:
+            start = time.perf_counter()
+            decode(segments[resolutions[0]], 1)
+            row["first_call_s"] = time.perf_counter() - start
+            for size, segment in segments.items():
+                for threads in (1, 2):
+                    row[f"{size} x{threads}"] = _best_fps(
+                        functools.partial(decode, segment, threads), frames, repeats)
+        except (ImportError, OSError, RuntimeError) as err:
+            root: BaseException = err
+            while root.__cause__ is not None or root.__context__ is not None:
+                root = root.__cause__ or root.__context__  # type: ignore[assignment]
+            row["error"] = f"import fails: {type(root).__name__}: {str(root).splitlines()[0][:100]}"
+        rows.append(row)
+    return rows
+
+
+def render_libraries(rows: list[dict]) -> str:
+    lines = ["libraries (H.264 decode + rgb24, frames/s, best of 7; x1 / x2 = FFmpeg threads)"]
+    for row in rows:
+        if row.get("error"):
+            lines.append(f"{row['library']:<11} {row['version'] or '-':<8} {row['error']}")
+            continue
+        speeds = "  ".join(f"{k} {v:.0f}" for k, v in row.items() if " x" in k)
+        lines.append(f"{row['library']:<11} {row['version']:<8} {speeds}")
+    return "\n".join(lines)
+
+
 def gpu_decode_check(size: Resolution = FULL_HD, repeats: int = 3) -> dict:
     """For bench/gpu_check.py on a CUDA machine: H.264 segments decode on the GPU (NVDEC through
     FFmpeg's cuda hwaccel, `video_hw_decode: true`), give the CPU decoder's frames, and how fast.
@@ -250,7 +311,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="frames in flight: clients = this / frames per request (default %(default)s)")
     p.add_argument("--json", type=Path, help="write the figures here")
     p.add_argument("--gpu", action="store_true", help="only gpu_decode_check (needs CUDA), JSON out")
+    p.add_argument("--libraries", action="store_true", help="only the decoding-library comparison")
     args = p.parse_args(argv)
+    if args.libraries:
+        print(render_libraries(library_table()))
+        return 0
     if args.gpu:
         result = gpu_decode_check()
         print(json.dumps(result, indent=2))

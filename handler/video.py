@@ -151,7 +151,7 @@ def _decode(container: av.container.InputContainer, fmt: Format, sampler: PtsSam
     # sizes rounded up to macroblocks, 1080 -> 1088; the exact limit is checked per frame).
     context.options = {"err_detect": "explode", "max_pixels": _max_pixels(config)}
     context.thread_type = "AUTO"
-    context.thread_count = _codec_threads()
+    context.thread_count = _codec_threads(config)
 
     frames: list[np.ndarray] = []
     pts: list[float] = []
@@ -246,11 +246,12 @@ def _max_pixels(config: HandlerConfig) -> str:
     return str((config.max_width + _CODED_SLACK) * (config.max_height + _CODED_SLACK))
 
 
-def _codec_threads() -> int:
-    # Frame threading: measured 166 -> 269 frames/s for one 720p request on 2 cores, and two
-    # requests decoded at once (decode_threads) still gain (400 -> 448); more than 4 threads only
-    # adds latency and frames in flight.
-    return max(1, min(4, len(os.sched_getaffinity(0))))
+def _codec_threads(config: HandlerConfig) -> int:
+    # The handler already decodes `decode_threads` requests at once: split the CPUs between them
+    # rather than oversubscribe (measured on 2 shared cores, 2 threads per decoder won at 1080p
+    # and lost at 720p; docs/video.md). More than 4 threads only adds frames in flight.
+    cpus = len(os.sched_getaffinity(0))
+    return max(1, min(4, cpus // config.decode_threads))
 
 
 @functools.lru_cache(maxsize=1)

@@ -301,3 +301,11 @@ def test_loadgen_segments_are_a_moving_camera_the_ffmpeg_cli_decodes(fmt, contai
     assert clip.pts == pytest.approx([i / 30 for i in range(6)])
     for got, want in zip(clip.frames, reference):
         assert abs(got.astype(int) - want.astype(int)).max() <= 2
+
+
+@pytest.mark.parametrize(("cpus", "decode_threads", "threads"), [(2, 2, 1), (1, 2, 1), (8, 2, 4),
+                                                                  (16, 2, 4), (6, 3, 2)])
+def test_decoder_threads_split_the_cpus_between_parallel_requests(monkeypatch, cpus, decode_threads,
+                                                                 threads):
+    monkeypatch.setattr(video.os, "sched_getaffinity", lambda pid: set(range(cpus)))
+    assert video._codec_threads(dataclasses.replace(CONFIG, decode_threads=decode_threads)) == threads
