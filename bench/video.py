@@ -70,7 +70,7 @@ class WireRow:
     answers: dict[str, int]
 
 
-def _best_fps(fn, frames: int, repeats: int = 3) -> float:
+def _best_fps(fn, frames: int, repeats: int = 7) -> float:
     fn()  # warm-up: imports, codec tables
     best = min(_timed(fn) for _ in range(repeats))
     return frames / best
@@ -282,7 +282,7 @@ def gpu_decode_check(size: Resolution = FULL_HD, repeats: int = 3) -> dict:
 
 
 def render(decode_rows: list[DecodeRow], wire_rows: list[WireRow]) -> str:
-    lines = ["decoder (in-process, one 30-frame segment, best of 3)",
+    lines = ["decoder (in-process, one 30-frame segment, best of 7)",
              f"{'size':<10} {'H.264 fps':>10} {'JPEG fps':>9}"]
     lines += [f"{r.resolution:<10} {r.h264_fps:>10.0f} {r.jpeg_fps:>9.0f}" for r in decode_rows]
     if wire_rows:
