@@ -53,6 +53,9 @@ class HandlerConfig:
     normalize: Normalize = field(default_factory=Normalize)
     output_names: tuple[str, ...] | None = None
     decode_threads: int = 2
+    max_video_frames: int = 120
+    video_codecs: tuple[str, ...] = ("h264", "hevc", "mjpeg")
+    video_hw_decode: bool = True
 
     @property
     def max_chunk(self) -> int:
@@ -74,7 +77,8 @@ class HandlerConfig:
                 f"handler: unknown key(s) {unknown}; known keys are {sorted(known)}"
             )
         values: dict[str, Any] = {}
-        for key in ("model_max_batch", "size_divisor", "max_clip_frames", "decode_threads"):
+        for key in ("model_max_batch", "size_divisor", "max_clip_frames", "decode_threads",
+                    "max_video_frames"):
             if key in raw:
                 values[key] = _int(key, raw[key], 1, 4096)
         for key in ("max_width", "max_height"):
@@ -91,10 +95,13 @@ class HandlerConfig:
             )
         if raw.get("max_frame_age_ms") is not None:
             values["max_frame_age_ms"] = _number("max_frame_age_ms", raw["max_frame_age_ms"])
-        if "pass_sizes" in raw:
-            if not isinstance(raw["pass_sizes"], bool):
-                raise ConfigError(f"handler.pass_sizes = {raw['pass_sizes']!r}: use true or false")
-            values["pass_sizes"] = raw["pass_sizes"]
+        for key in ("pass_sizes", "video_hw_decode"):
+            if key in raw:
+                if not isinstance(raw[key], bool):
+                    raise ConfigError(f"handler.{key} = {raw[key]!r}: use true or false")
+                values[key] = raw[key]
+        if "video_codecs" in raw:
+            values["video_codecs"] = _codecs(raw["video_codecs"])
         if "resize" in raw:
             try:
                 values["resize"] = Resize(raw["resize"])
@@ -137,6 +144,24 @@ def _int(key: str, value: Any, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise ConfigError(f"handler.{key} = {value!r}: use a whole number from {low} to {high}")
     return value
+
+
+def _codecs(value: Any) -> tuple[str, ...]:
+    """FFmpeg decoder names, e.g. `[h264, hevc, mjpeg]`; `[]` turns video segments off."""
+    ok = isinstance(value, list) and all(
+        isinstance(v, str) and v and v.replace("_", "").isalnum() and v == v.lower() for v in value
+    )
+    if not ok:
+        raise ConfigError(
+            f"handler.video_codecs = {value!r}: use a list of FFmpeg codec names in lower case, "
+            "e.g. [h264, hevc, mjpeg]"
+        )
+    aliases = {"h265": "hevc", "avc": "h264", "x264": "h264", "x265": "hevc", "jpeg": "mjpeg"}
+    wrong = [v for v in value if v in aliases]
+    if wrong:
+        fixes = ", ".join(f"{v} -> {aliases[v]}" for v in wrong)
+        raise ConfigError(f"handler.video_codecs = {value!r}: use FFmpeg's codec names ({fixes})")
+    return tuple(value)
 
 
 def _number(key: str, value: Any) -> float:

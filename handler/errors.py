@@ -24,6 +24,10 @@ class UnsupportedContentType(FrameError):
     """The Content-Type is not one of the wire protocol's."""
 
 
+class UnsupportedCodec(UnsupportedContentType):
+    """A video segment's codec is not in the configured `video_codecs`."""
+
+
 class CorruptFrame(FrameError):
     """The body cannot be decoded: truncated or corrupt image, malformed npy or raw body."""
 

@@ -41,9 +41,11 @@ def parser() -> argparse.ArgumentParser:
                    help="HTTP /predictions, gRPC Predictions, or the Open Inference Protocol (default http)")
     p.add_argument("--grpc-address", default="127.0.0.1:7070",
                    help="gRPC inference address, host:port (default %(default)s)")
-    p.add_argument("--format", type=Format, default=Format.JPEG, metavar="{jpeg,png,npy,raw}",
-                   help="wire format (default jpeg)")
+    p.add_argument("--format", type=Format, default=Format.JPEG, metavar="{jpeg,png,npy,raw,h264,mp4}",
+                   help="wire format; h264/mp4 send H.264 segments (default jpeg)")
     p.add_argument("--clip", type=int, default=1, help="frames per request; >1 needs npy or raw (default 1)")
+    p.add_argument("--segment-frames", type=int, default=30,
+                   help="frames per H.264 segment with --format h264|mp4 (default %(default)s)")
     token = p.add_mutually_exclusive_group()
     token.add_argument("--token", help="inference key")
     token.add_argument("--token-file", type=Path, help="TorchServe's key_file.json (reads inference.key)")
@@ -74,7 +76,8 @@ def plan_from(args: argparse.Namespace) -> Plan:
     return Plan(streams=args.streams, fps=args.fps, duration_s=args.duration,
                 resolutions=tuple(args.resolution or [Resolution(1280, 720)]),
                 burst_fps=args.burst_fps, burst_start_s=args.burst_start,
-                burst_duration_s=args.burst_duration, clip=args.clip, switches=tuple(args.switch))
+                burst_duration_s=args.burst_duration, switches=tuple(args.switch),
+                clip=args.segment_frames if args.format.is_video else args.clip)
 
 
 def execute(args: argparse.Namespace, progress: bool = True) -> tuple[Metrics, dict]:
@@ -91,7 +94,7 @@ def execute(args: argparse.Namespace, progress: bool = True) -> tuple[Metrics, d
         raise ValueError(str(exc)) from None
     target = Target(args.url, args.model, token, args.timeout, args.realtime_model, args.realtime_streams,
                     args.protocol, args.grpc_address, key)
-    source = FrameSource(args.format, args.clip, args.distinct, args.images)
+    source = FrameSource(args.format, plan.clip, args.distinct, args.images)
     bar = None
     if progress:
         from tqdm import tqdm

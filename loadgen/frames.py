@@ -3,7 +3,8 @@
 Camera `s` films photo `s % photos`, zoomed by its own factor, and pans across it frame by
 frame, so consecutive frames differ the way a slowly moving camera's do. Encoded bodies are
 rendered once per camera and size (a cycle of `distinct` frames) before the clock starts, so
-encoding never delays a send.
+encoding never delays a send. The video formats (`h264`, `mp4`) encode each request's frames as
+one H.264 segment that starts with a key frame, as a camera's encoder would (PyAV's libx264).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from PIL import Image
 from loadgen.schedule import Resolution
 
 IMAGES = Path(__file__).resolve().parents[1] / "data" / "images"
+#: Frame rate written into video segments.
+SEGMENT_FPS = 30
 
 
 class Format(enum.Enum):
@@ -30,11 +33,18 @@ class Format(enum.Enum):
     PNG = "png"
     NPY = "npy"
     RAW = "raw"
+    H264 = "h264"  # Annex-B H.264 segment
+    MP4 = "mp4"  # H.264 segment in an MP4
 
     @property
     def content_type(self) -> str:
         return {Format.JPEG: "image/jpeg", Format.PNG: "image/png",
-                Format.NPY: "application/x-npy", Format.RAW: "application/octet-stream"}[self]
+                Format.NPY: "application/x-npy", Format.RAW: "application/octet-stream",
+                Format.H264: "video/h264", Format.MP4: "video/mp4"}[self]
+
+    @property
+    def is_video(self) -> bool:
+        return self in (Format.H264, Format.MP4)
 
     @property
     def max_clip(self) -> int | None:
@@ -111,6 +121,8 @@ def encode(frames: Sequence[np.ndarray], fmt: Format, jpeg_quality: int = 85) ->
     if len({f.shape for f in frames}) != 1:
         raise ValueError(f"one request's frames must share a size, got {sorted({f.shape for f in frames})}")
     height, width = frames[0].shape[:2]
+    if fmt.is_video:
+        return Payload(encode_segment(frames, fmt), fmt.content_type, {}, len(frames))
     out = io.BytesIO()
     headers: dict[str, str] = {}
     if fmt is Format.JPEG:
@@ -124,6 +136,33 @@ def encode(frames: Sequence[np.ndarray], fmt: Format, jpeg_quality: int = 85) ->
             out.write(np.ascontiguousarray(f).tobytes())
         headers = {"X-Frame-Width": str(width), "X-Frame-Height": str(height), "X-Pixel-Format": "rgb24"}
     return Payload(out.getvalue(), fmt.content_type, headers, len(frames))
+
+
+def encode_segment(frames: Sequence[np.ndarray], fmt: Format, fps: int = SEGMENT_FPS) -> bytes:
+    """Frames `[H, W, 3]` uint8 (one size, even width and height) -> one H.264 segment.
+
+    One key frame first and no other (the whole segment is one group of pictures), no B-frames
+    (as live cameras send), x264 `veryfast` at its default quality (CRF 23), `fps` frames/s.
+
+    Raises:
+        ValueError: an odd width or height (4:2:0 chroma needs even sizes).
+    """
+    import av  # only the video formats need FFmpeg
+
+    height, width = frames[0].shape[:2]
+    if width % 2 or height % 2:
+        raise ValueError(f"H.264 4:2:0 needs an even width and height, got {width}x{height}")
+    out = io.BytesIO()
+    with av.open(out, "w", format="mp4" if fmt is Format.MP4 else "h264") as container:
+        stream = container.add_stream("libx264", rate=fps, options={"preset": "veryfast", "bf": "0"})
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.codec_context.gop_size = len(frames)
+        for index, pixels in enumerate(frames):
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(pixels), format="rgb24")
+            frame.pts = index
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    return out.getvalue()
 
 
 class FrameSource:

@@ -143,7 +143,7 @@ def payloads() -> list[Case]:
         ("unsupported_type", "text", b"hello", "text/plain", {}, 400, "UnsupportedContentType"),
         ("unsupported_type", "json", b'{"frame": [1, 2, 3]}', "application/json", {}, 400, "UnsupportedContentType"),
         ("unsupported_type", "webp label", jpeg, "image/webp", {}, 400, "UnsupportedContentType"),
-        ("unsupported_type", "video", jpeg, "video/mp4", {}, 400, "UnsupportedContentType"),
+        ("mislabelled_video", "jpeg labelled mp4", jpeg, "video/mp4", {}, 400, "CorruptFrame"),
         ("clip_over_limit", "npy 33 frames", _npy(np.zeros((33, 8, 8, 3), np.uint8)), NPY, {}, 400, "ClipTooLarge"),
         ("clip_over_limit", "raw 33 frames", bytes(33 * 8 * 8 * 3), RAW,
          {"X-Frame-Width": "8", "X-Frame-Height": "8"}, 400, "ClipTooLarge"),
