@@ -5,8 +5,10 @@ bytes followed by the binary tensors (what `tritonclient.http` sends). The first
 frame or clip:
 
 - `UINT8` `[H, W, 3]`, `[H, W]` (grey) or `[N, H, W, 3]`: pixels, row-major RGB;
-- `BYTES` `[N]`: N encoded images (a clip), or one video segment, each decoded like a
-  `/predictions` body whose format is found from its first bytes.
+- `BYTES` `[N]`: N encoded images (a clip), or one video segment alone (`[1]`), each decoded
+  like a `/predictions` body whose format is found from its first bytes. A segment among other
+  elements is refused (400 `BadInferenceRequest`): its frames would lose their pts and the
+  segment limits (`max_video_frames`) would not be the ones applied.
 
 `parse` splits a body into its JSON header and binary data (cheap: TorchServe already parsed a
 JSON body, and a binary request's header is small); `decode` builds the frames, in the decode
@@ -36,6 +38,7 @@ from handler.errors import (
 )
 from handler.frames import Clip, check_clip
 from handler.frames import decode as decode_body
+from handler.video import is_segment
 
 HEADER_LENGTH = "inference-header-content-length"
 _HEADER_MAX = 1 << 20  # a JSON header with binary tensors holds no data: 1 MiB is plenty
@@ -242,6 +245,12 @@ def _encoded(shape: list[int], data: object, headers: Mapping[str, str], config:
     elements = _elements(data, count)
     if count == 1:
         return decode_body(elements[0], None, headers, config)
+    segments = [index for index, element in enumerate(elements) if is_segment(element)]
+    if segments:
+        raise BadInferenceRequest(
+            f"BYTES input of {count} elements holds a video segment (element {segments[0]}): send "
+            "a segment alone, as BYTES of shape [1], or several encoded images (JPEG, PNG, npy)"
+        )
     frames = []
     for index, element in enumerate(elements):
         try:

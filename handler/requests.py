@@ -5,7 +5,8 @@ entry point (seen with TorchServe 0.12, docs/clients.md):
 
 - `POST /predictions/{m}` with a body: one key `body`, headers as sent plus `url_path`.
 - `multipart/form-data`: one key per form field and file part, in the order sent; each part's
-  own Content-Type as a per-parameter header (`''` for plain form fields).
+  own Content-Type as a per-parameter header (`''` for plain form fields). Several file parts
+  are a clip of encoded images; a video segment is the form's only file part.
 - gRPC `Predictions`: one key per `input` entry (bytes), and no request headers at all.
 - `POST /v2/models/{m}/infer` (Open Inference Protocol): one key `body` (a dict when sent as
   `application/json`), the request's headers but no `url_path`.
@@ -26,6 +27,7 @@ from handler.config import HandlerConfig
 from handler.errors import ClipTooLarge, EmptyFrame, FrameError, InternalError
 from handler.formats import media_type
 from handler.frames import Clip, decode
+from handler.video import is_segment
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +115,11 @@ class Request:
         if len(self.parts) > config.max_clip_frames:
             raise ClipTooLarge(f"form of {len(self.parts)} file parts is above the maximum "
                                f"{config.max_clip_frames} frames per clip")
+        segments = [p.name for p in self.parts if is_segment(p.body, p.content_type)]
+        if segments and len(self.parts) > 1:
+            raise BadForm(f"the form's part {segments[0][:32]!r} is a video segment among "
+                          f"{len(self.parts)} file parts: send a segment as the only file part, "
+                          "or several encoded images (one frame each)")
         clips = [self._decode_part(part, config) for part in self.parts]
         if len(clips) == 1:
             return clips[0]  # keeps a video segment's pts

@@ -31,7 +31,7 @@ from handler.errors import (
     FrameTooLarge,
     UnsupportedCodec,
 )
-from handler.formats import Format
+from handler.formats import GENERIC, MEDIA_TYPES, Format, media_type, sniff
 from handler.frames import Clip
 
 if TYPE_CHECKING:
@@ -98,6 +98,18 @@ def sample_fps(headers: Mapping[str, str]) -> float | None:
     if not math.isfinite(fps) or fps <= 0:
         raise BadHeader(f"X-Sample-Fps {raw[:32]!r} is not a positive number of frames per second")
     return fps
+
+
+def is_segment(body: object, content_type: str | None = None) -> bool:
+    """Whether a body (or a multipart part, or an OIP BYTES element) is a video segment, by its
+    Content-Type, or by its first bytes when it has none or a generic one (cheap: nothing is
+    decoded). Clips built from several bodies take encoded images only (`handler.requests`,
+    `handler.oip`): a segment comes alone, so its frames keep their pts and its own limits."""
+    if not isinstance(body, (bytes, bytearray, memoryview)):
+        return False
+    media = media_type(content_type)
+    fmt = sniff(body) if media in GENERIC else MEDIA_TYPES.get(media)
+    return fmt is not None and fmt.is_video
 
 
 def decode_segment(body: bytes | bytearray, fmt: Format, headers: Mapping[str, str],

@@ -28,7 +28,7 @@ class Protocol(enum.Enum):
 
     HTTP = "http"  # POST /predictions/{model}, headers of DESIGN section 4
     GRPC = "grpc"  # Predictions, options as input keys
-    OIP = "oip"  # POST /v2/models/{model}/infer, one binary BYTES tensor per request
+    OIP = "oip"  # POST /v2/models/{model}/infer, one binary tensor per request (BYTES; raw: UINT8)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,13 +87,13 @@ class HttpSender:
 
 
 class OipSender(HttpSender):
-    """`POST {url}/v2/models/{model}/infer` with the body as one binary BYTES element, framed as
-    `tritonclient.http` frames it (JSON header, `Inference-Header-Content-Length`, tensor data)."""
+    """`POST {url}/v2/models/{model}/infer` framed as `tritonclient.http` frames it (JSON header,
+    `Inference-Header-Content-Length`, tensor data): the body as one binary BYTES element (an
+    encoded image, an npy or a video segment), or raw pixels as a UINT8 tensor."""
 
     def send(self, model: str, body: bytes, content_type: str, headers: Mapping[str, str]) -> Answer:
-        header = json.dumps({"inputs": [{"name": "frames", "shape": [1], "datatype": "BYTES",
-                                         "parameters": {"binary_data_size": len(body) + 4}}]}).encode()
-        payload = header + struct.pack("<I", len(body)) + body
+        header, data = oip_request(body, content_type, headers)
+        payload = header + data
         try:
             answer = self._post(f"/v2/models/{model}/infer", payload,
                                 {"Inference-Header-Content-Length": str(len(header)), **headers})
@@ -148,6 +148,29 @@ class GrpcSender:
 
     def close(self) -> None:
         self._channel.close()
+
+
+def oip_request(body: bytes, content_type: str, headers: Mapping[str, str]) -> tuple[bytes, bytes]:
+    """One request's body -> the OIP JSON header and binary tensor data after it.
+
+    Raw rgb24 pixels (`application/octet-stream` with `X-Frame-Width`/`X-Frame-Height`) have no
+    bytes to find their format from, so they go as UINT8 `[H, W, 3]` (`[N, H, W, 3]` for a clip);
+    every other body is one BYTES element of shape `[1]` (4-byte little-endian length, bytes).
+    """
+    names = {name.lower(): value for name, value in headers.items()}
+    width, height = names.get("x-frame-width"), names.get("x-frame-height")
+    if content_type == "application/octet-stream" and width and height:
+        if names.get("x-pixel-format", "rgb24") != "rgb24":
+            raise ValueError("raw pixels over OIP are sent as rgb24 UINT8 tensors")
+        frame = int(width) * int(height) * 3
+        count = len(body) // frame
+        shape = [int(height), int(width), 3] if count == 1 else [count, int(height), int(width), 3]
+        tensor = {"name": "frames", "shape": shape, "datatype": "UINT8",
+                  "parameters": {"binary_data_size": len(body)}}
+        return json.dumps({"inputs": [tensor]}).encode(), body
+    tensor = {"name": "frames", "shape": [1], "datatype": "BYTES",
+              "parameters": {"binary_data_size": len(body) + 4}}
+    return json.dumps({"inputs": [tensor]}).encode(), struct.pack("<I", len(body)) + body
 
 
 def answer_of(prediction: bytes) -> Answer:

@@ -46,7 +46,7 @@ def _curl(server, *args):
 
 def _grpc(server, inputs):
     pb2, pb2_grpc = grpc_stubs.load()
-    port = server.properties().get("grpc_inference_port", "7070")
+    port = server.properties.get("grpc_inference_port", "7070")
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         answer = pb2_grpc.InferenceAPIsServiceStub(channel).Predictions(
             pb2.PredictionsRequest(model_name=MODEL, input=inputs), timeout=120,
@@ -243,7 +243,7 @@ def test_the_readme_has_a_snippet_per_entry_point():
 @pytest.mark.parametrize("index", range(5))
 def test_each_readme_client_snippet_runs_as_written(server, index):
     lang, code = _readme_snippets()[index]
-    port = server.properties().get("grpc_inference_port", "7070")
+    port = server.properties.get("grpc_inference_port", "7070")
     code = code.replace("127.0.0.1:8080", server.inference_url.removeprefix("http://"))
     code = code.replace("127.0.0.1:7070", f"127.0.0.1:{port}")
     (server.workdir / "frame.jpg").write_bytes(JPEG)
@@ -263,7 +263,7 @@ def test_each_readme_client_snippet_runs_as_written(server, index):
 def test_video_loadgen_drives_each_protocol_and_reports_it_the_same_way(server, protocol, tmp_path):
     from loadgen import cli
 
-    port = server.properties().get("grpc_inference_port", "7070")
+    port = server.properties.get("grpc_inference_port", "7070")
     report = tmp_path / "report.json"
     code = cli.main(["--url", server.inference_url, "--protocol", protocol, "--grpc-address", f"127.0.0.1:{port}",
                      "--token-file", str(server.workdir / "key_file.json"), "--streams", "2", "--fps", "4",

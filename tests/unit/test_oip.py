@@ -162,3 +162,52 @@ def test_vectors_stack_to_n_by_k_and_ragged_outputs_are_a_400():
     ragged = [{"outputs": {"map": [[1.0, 2.0]]}}, {"outputs": {"map": [[1.0], [2.0]]}}]
     answer = encode.ok(request, ragged)
     assert answer.status == 400 and json.loads(answer.body)["error"].startswith("NotStackable: ")
+
+
+def test_bytes_of_one_segment_are_its_frames_with_pts():
+    from tests import videos
+
+    segment = videos.segment("mp4", width=64, height=48, frames=5)
+    body, headers = _body(_tensor("segment", np.array([segment], dtype=np.object_), "BYTES"))
+    clip = _decode(body, headers)
+    assert len(clip.frames) == 5 and clip.pts is not None and len(clip.pts) == 5
+    clip = _decode(body, {**headers, "x-sample-fps": "10"})
+    assert len(clip.frames) == 2
+
+
+@pytest.mark.parametrize("kinds, index", [
+    (["jpeg", "h264"], 1),
+    (["mp4", "png"], 0),
+    (["h264", "mp4"], 0),
+])
+def test_a_segment_among_other_bytes_elements_is_refused(kinds, index):
+    from tests import videos
+
+    made = {"jpeg": support.jpeg(FRAME), "png": support.png(FRAME),
+            "h264": videos.segment("h264", width=64, height=48, frames=3),
+            "mp4": videos.segment("mp4", width=64, height=48, frames=3)}
+    body, headers = _body(_tensor("x", np.array([made[k] for k in kinds], dtype=np.object_), "BYTES"))
+    with pytest.raises(oip.BadInferenceRequest) as caught:
+        _decode(body, headers)
+    assert str(caught.value) == (
+        f"BYTES input of 2 elements holds a video segment (element {index}): send a segment alone, as "
+        "BYTES of shape [1], or several encoded images (JPEG, PNG, npy)")
+    assert caught.value.status == 400
+
+
+@pytest.mark.parametrize(("fmt", "clip"), [("jpeg", 1), ("png", 1), ("npy", 1), ("npy", 3), ("raw", 1),
+                                           ("raw", 3), ("h264", 3), ("mp4", 3)])
+def test_video_loadgen_oip_bodies_decode_to_the_frames_of_its_http_bodies(fmt, clip):
+    from handler.frames import decode
+    from loadgen.frames import Format, FrameSource
+    from loadgen.schedule import Resolution
+    from loadgen.transport import oip_request
+
+    payload = FrameSource(Format(fmt), clip, distinct=1).payload(2, 0, Resolution(64, 48))
+    header, data = oip_request(payload.body, payload.content_type, payload.headers)
+    headers = {oip.HEADER_LENGTH: str(len(header)), **{k.lower(): v for k, v in payload.headers.items()}}
+    got = _decode(bytearray(header + data), headers)
+    want = decode(payload.body, payload.content_type, {k.lower(): v for k, v in payload.headers.items()}, CONFIG)
+    assert len(got.frames) == len(want.frames) == clip
+    assert all(np.array_equal(a, b) for a, b in zip(got.frames, want.frames))
+    assert got.pts == want.pts

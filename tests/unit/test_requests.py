@@ -148,3 +148,35 @@ def test_grpc_input_without_data_names_the_key_to_use():
     request = from_item({"stream_id": b"cam"}, {"stream_id": {"content-type": ""}})
     with pytest.raises(EmptyFrame, match=r'input\["data"\]'):
         request.decode(CONFIG)
+
+
+def test_a_segment_is_served_on_every_native_door_and_keeps_its_pts():
+    from tests import videos
+
+    segment = videos.segment("h264", width=64, height=48, frames=6)
+    reference = videos.reference_frames(segment, "h264")
+    grpc_item = {"data": bytearray(segment), "sample_fps": b"15"}
+    doors = {
+        "http": from_item(*_http(segment, **{"X-Sample-Fps": "15"})),
+        "multipart": from_item(*_form([("data", segment, "")], {"sample_fps": "15"})),
+        "grpc": from_item(grpc_item, {k: {"content-type": ""} for k in grpc_item}),
+    }
+    for door, request in doors.items():
+        clip = request.decode(CONFIG)
+        assert clip.pts == pytest.approx([0, 2 / 30, 4 / 30]), door
+        for frame, want in zip(clip.frames, reference[::2], strict=True):
+            assert np.abs(frame.astype(int) - want).mean() < 2, door
+
+
+@pytest.mark.parametrize("parts", [
+    [("frame0", JPEG, "image/jpeg"), ("clip", "mp4", "video/mp4")],
+    [("clip", "h264", ""), ("frame1", PNG, "")],
+])
+def test_a_segment_among_other_file_parts_is_a_bad_form(parts):
+    from tests import videos
+
+    parts = [(name, videos.segment(body, width=64, height=48, frames=3) if isinstance(body, str) else body,
+              content_type) for name, body, content_type in parts]
+    with pytest.raises(BadForm, match="part 'clip' is a video segment among 2 file parts: send a segment as "
+                                      "the only file part"):
+        from_item(*_form(parts)).decode(CONFIG)
