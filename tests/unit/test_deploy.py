@@ -7,12 +7,17 @@ config.properties, never written down here.
 
 from __future__ import annotations
 
+import http.client
+import http.server
 import importlib.util
 import json
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import jsonschema
@@ -245,3 +250,98 @@ def test_the_auth_proxy_configuration_is_accepted_by_nginx(tmp_path):
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert '"Bearer t0ken" 1;' in rendered
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class _Upstream(http.server.BaseHTTPRequestHandler):
+    """TorchServe's stand-in: answers 200 and records what reached it."""
+
+    seen: list[tuple[str, str, str | None, bytes]] = []
+
+    def _answer(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.seen.append((self.command, self.path, self.headers.get("Authorization"), body))
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def auth_proxy(tmp_path):
+    """The auth proxy's nginx configuration, rendered with a token, in front of a stub upstream:
+    `(send(method, path, token) -> (status, body), requests the upstream saw)`."""
+    if not (shutil.which("nginx") and shutil.which("envsubst")):
+        pytest.fail("needs nginx and envsubst: apt-get install nginx-light gettext-base (.ci/run does)")
+    upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    listen = _free_port()
+    rendered = subprocess.run(["envsubst", "${INFERENCE_TOKEN}"], input=PROXY_CONF, text=True,
+                              capture_output=True, check=True, env={"INFERENCE_TOKEN": "t0ken"}).stdout
+    assert rendered.count("listen 8090;") == 1 and rendered.count("server 127.0.0.1:8080;") == 1
+    rendered = rendered.replace("listen 8090;", f"listen 127.0.0.1:{listen};").replace(
+        "server 127.0.0.1:8080;", f"server 127.0.0.1:{upstream.server_address[1]};")
+    (tmp_path / "video.conf").write_text(rendered)
+    (tmp_path / "nginx.conf").write_text(
+        f"pid {tmp_path}/nginx.pid; error_log {tmp_path}/error.log;\nevents {{}}\n"
+        f"http {{ access_log off; client_body_temp_path {tmp_path}/b; proxy_temp_path {tmp_path}/p;\n"
+        f"include {tmp_path}/video.conf; }}\n")
+    nginx = subprocess.Popen(["nginx", "-c", str(tmp_path / "nginx.conf"), "-p", str(tmp_path),
+                              "-g", "daemon off; master_process off;"], stderr=subprocess.PIPE)
+    _Upstream.seen = []
+
+    def send(method: str, path: str, token: str | None = None) -> tuple[int, dict]:
+        connection = http.client.HTTPConnection("127.0.0.1", listen, timeout=30)
+        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+        connection.request(method, path, body=b"frame" if method == "POST" else None, headers=headers)
+        response = connection.getresponse()
+        answer = (response.status, json.loads(response.read()))
+        connection.close()
+        return answer
+
+    try:
+        for _ in range(300):  # until nginx listens (or has exited)
+            if nginx.poll() is not None:
+                pytest.fail(f"nginx exited: {nginx.stderr.read().decode()}")
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", listen)) == 0:
+                    break
+            time.sleep(0.05)
+        yield send, _Upstream.seen
+    finally:
+        nginx.terminate()
+        nginx.wait(timeout=30)
+        upstream.shutdown()
+        upstream.server_close()
+
+
+@pytest.mark.parametrize("path", ["/predictions/frame_quality", "/predictions/frame_quality/1.0",
+                                  "/v2/models/x/infer", "/v2/models/frame_quality/versions/1/infer"])
+def test_the_auth_proxy_forwards_inference_paths_with_the_token_only(auth_proxy, path):
+    send, seen = auth_proxy
+    assert send("POST", path, "t0ken") == (200, {})
+    assert seen == [("POST", path, None, b"frame")]  # the token is not passed on
+    for token in (None, "wrong", ""):
+        status, body = send("POST", path, token)
+        assert (status, body["code"], body["type"]) == (401, 401, "Unauthorized")
+    assert len(seen) == 1
+
+
+def test_the_auth_proxy_serves_ping_and_refuses_other_paths(auth_proxy):
+    send, seen = auth_proxy
+    assert send("GET", "/ping") == (200, {})
+    for path in ("/models", "/v2/health/ready", "/v2", "/metrics", "/predictionsx/m"):
+        status, body = send("GET", path, "t0ken")
+        assert (status, body["type"]) == (404, "NotFound"), path
+        assert "/v2/models/{model}/infer" in body["message"]
+    assert [s[1] for s in seen] == ["/ping"]
