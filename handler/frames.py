@@ -16,7 +16,9 @@ import numpy as np
 from numpy.lib import format as npy_format
 from PIL import Image, UnidentifiedImageError
 
-from handler.config import HandlerConfig
+from handler import jpeg
+from handler.config import HandlerConfig, Resize
+from handler.layout import letterbox_size
 from handler.formats import Format, media_type, resolve
 from handler.errors import (
     ClipTooLarge,
@@ -52,10 +54,14 @@ class Clip:
     Attributes:
         frames: the frames in order (possibly read-only or strided views of the body).
         pts: seconds from the container, one per frame, for video segments; None otherwise.
+        sizes: each frame's own (h, w) when a frame was decoded smaller than it was sent (the
+            JPEG decoder's DCT-domain downscaling for a letterbox engine); None: the frames'
+            own shapes.
     """
 
     frames: list[np.ndarray]
     pts: list[float] | None = None
+    sizes: list[tuple[int, int]] | None = None
 
 
 def decode(body: object, content_type: str | None, headers: Mapping[str, str],
@@ -80,7 +86,10 @@ def decode(body: object, content_type: str | None, headers: Mapping[str, str],
     if not body:
         raise EmptyFrame("the request body is empty")
     fmt = resolve(body, content_type, headers)
-    if fmt is Format.JPEG or fmt is Format.PNG:
+    if fmt is Format.JPEG:
+        pixels, size = _decode_jpeg(body, config)
+        return Clip([pixels], sizes=None if pixels.shape[:2] == size else [size])
+    if fmt is Format.PNG:
         return Clip([_decode_image(body, fmt.name, config)])
     if fmt is Format.NPY:
         return Clip(_decode_npy(body, config))
@@ -106,6 +115,24 @@ def check_clip(frames: int, height: int, width: int, config: HandlerConfig) -> N
             f"clip of {frames} frames of {width}x{height} holds {frames * height * width} pixels, "
             f"above the maximum {config.max_clip_pixels}"
         )
+
+
+def _decode_jpeg(body: bytes | bytearray, config: HandlerConfig) -> tuple[np.ndarray, tuple[int, int]]:
+    """libjpeg-turbo first (DCT-domain downscaling for a letterbox engine), Pillow as the fallback.
+
+    Returns:
+        The pixels and the frame's own (h, w); the pixels are smaller when decoded for a
+        letterbox engine whose input is at most half the frame.
+    """
+    target = None
+    if config.resize is Resize.LETTERBOX and config.input_size is not None:
+        input_size = config.input_size
+        target = lambda h, w: letterbox_size(h, w, input_size)  # noqa: E731
+    decoded = jpeg.decode(body, lambda h, w: check_clip(1, h, w, config), target)
+    if decoded is not None:
+        return decoded
+    pixels = _decode_image(body, "JPEG", config)
+    return pixels, pixels.shape[:2]
 
 
 def _decode_image(body: bytes | bytearray, fmt: str, config: HandlerConfig) -> np.ndarray:
