@@ -18,8 +18,6 @@ from PIL import Image, UnidentifiedImageError
 
 from handler import jpeg
 from handler.config import HandlerConfig, Resize
-from handler.layout import letterbox_size
-from handler.formats import Format, media_type, resolve
 from handler.errors import (
     ClipTooLarge,
     CorruptFrame,
@@ -27,6 +25,8 @@ from handler.errors import (
     FrameTooLarge,
     UnsupportedContentType,
 )
+from handler.formats import Format, media_type, resolve
+from handler.layout import letterbox_size
 
 _NPY_MAX_HEADER = 4096
 # NumPy parses npy headers with ast.literal_eval, and CPython's parser is not thread-safe
@@ -95,7 +95,9 @@ def decode(body: object, content_type: str | None, headers: Mapping[str, str],
         return Clip(_decode_npy(body, config))
     if fmt is Format.RAW:
         return Clip(_decode_raw(body, headers, config))
-    from handler.video import decode_segment  # FFmpeg bindings load only when video arrives
+    from handler.video import (
+        decode_segment,  # FFmpeg bindings load only when video arrives
+    )
 
     return decode_segment(body, fmt, headers, config)
 
@@ -124,11 +126,16 @@ def _decode_jpeg(body: bytes | bytearray, config: HandlerConfig) -> tuple[np.nda
         The pixels and the frame's own (h, w); the pixels are smaller when decoded for a
         letterbox engine whose input is at most half the frame.
     """
-    target = None
-    if config.resize is Resize.LETTERBOX and config.input_size is not None:
-        input_size = config.input_size
-        target = lambda h, w: letterbox_size(h, w, input_size)  # noqa: E731
-    decoded = jpeg.decode(body, lambda h, w: check_clip(1, h, w, config), target)
+    input_size = config.input_size if config.resize is Resize.LETTERBOX else None
+
+    def target(height: int, width: int) -> tuple[int, int]:
+        assert input_size is not None
+        return letterbox_size(height, width, input_size)
+
+    def check(height: int, width: int) -> None:
+        check_clip(1, height, width, config)
+
+    decoded = jpeg.decode(body, check, target if input_size is not None else None)
     if decoded is not None:
         return decoded
     pixels = _decode_image(body, "JPEG", config)

@@ -26,15 +26,16 @@ def decode(body: bytes | bytearray, check: Callable[[int, int], None],
         check: called with the header's (height, width) before anything is decoded; raises
             to refuse the frame.
         target: given the frame's (height, width), the smallest (h, w) the caller needs (a
-            letterbox engine's fitted size). The decoder then scales by 1/2, 1/4 or 1/8 in the
-            DCT domain, as far as the result stays at least that large.
+            letterbox engine's fitted size). When that is at most half the frame, the decoder
+            scales by 1/2, 1/4 or 1/8 in the DCT domain, as far as the result stays at least
+            that large.
 
     Returns:
         The pixels and the frame's own (height, width), or None when this path cannot take
         the body (not readable by libjpeg-turbo here, or a CMYK/YCCK JPEG): use Pillow.
     """
     try:
-        import simplejpeg
+        import simplejpeg  # type: ignore[import-untyped]
     except ImportError:  # optional at runtime: Pillow serves JPEG too, slower
         return None
     try:
@@ -44,9 +45,19 @@ def decode(body: bytes | bytearray, check: Callable[[int, int], None],
     if colorspace not in _COLORSPACES:
         return None
     check(height, width)
-    min_h, min_w = target(height, width) if target is not None else (0, 0)
+    min_h, min_w = dct_size(height, width, target(height, width)) if target is not None else (0, 0)
     try:
         pixels = simplejpeg.decode_jpeg(body, "RGB", min_height=min_h, min_width=min_w)
     except ValueError:
         return None  # truncated or corrupt: Pillow decides, with its own message
     return pixels, (height, width)
+
+
+def dct_size(height: int, width: int, target: Size) -> Size:
+    """The size libjpeg-turbo decodes to at the largest of 1/8, 1/4, 1/2 that still covers
+    `target`; (0, 0) (full size) when the target is more than half the frame."""
+    for factor in (8, 4, 2):
+        scaled = -(-height // factor), -(-width // factor)  # libjpeg rounds scaled sizes up
+        if scaled[0] >= target[0] and scaled[1] >= target[1]:
+            return scaled
+    return 0, 0

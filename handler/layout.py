@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,6 +27,8 @@ import torch.nn.functional as F
 from handler.config import HandlerConfig, Resize
 
 Size = tuple[int, int]
+#: One frame's value of one output, as JSON takes it: a number, nested lists, or None.
+Value = Any
 
 
 def bucket(height: int, width: int, divisor: int) -> Size:
@@ -120,7 +123,7 @@ class Layout:
         """Whether running `frames` frames as two chunks allocates less per chunk (OOM retry)."""
         return frames > 1 and self.chunk_pixels(key, frames // 2) < self.chunk_pixels(key, frames)
 
-    def unpad(self, output: torch.Tensor, placement: Placement) -> list[float | list | None]:
+    def unpad(self, output: torch.Tensor, placement: Placement) -> list[Value]:
         """Splits one model output (`Tensor[n, ...]` on the CPU, padded rows dropped) per frame.
 
         Returns:
@@ -131,7 +134,7 @@ class Layout:
         """
         finite = output.is_floating_point() is False or bool(torch.isfinite(output).all())
         if output.dim() == 1:
-            return _json_safe(output.tolist(), finite)
+            return [_json_safe(v, finite) for v in output.tolist()]
         stride = _dense_stride(output.shape, placement.slot)
         if stride is None:
             return [_json_safe(row, finite) for row in output.tolist()]
@@ -192,12 +195,14 @@ def resize_uint8(frame: np.ndarray, size: Size) -> np.ndarray:
 
     torch's CPU kernel for uint8 channels-last input is vectorised and rounds back to uint8.
     """
+    if not frame.flags.writeable:  # a view of a `bytes` body; torch wants writable memory
+        frame = frame.copy()
     source = torch.from_numpy(np.ascontiguousarray(frame)).permute(2, 0, 1)[None]
     out = F.interpolate(source, size=size, mode="bilinear", antialias=True, align_corners=False)
     return out[0].permute(1, 2, 0).contiguous().numpy()
 
 
-def _json_safe(value: float | list, finite: bool) -> float | list | None:
+def _json_safe(value: Value, finite: bool) -> Value:
     if finite:
         return value
     if isinstance(value, list):

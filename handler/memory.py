@@ -54,7 +54,7 @@ class ChunkPlanner:
         groups: dict[tuple[int, int], list[int]] = {}
         for i, (h, w) in enumerate(sizes):
             groups.setdefault(self._layout.key(h, w), []).append(i)
-        chunks = []
+        chunks: list[Chunk] = []
         for key, items in groups.items():
             size = self.limit(key)
             chunks.extend(Chunk(key, tuple(items[i:i + size])) for i in range(0, len(items), size))

@@ -6,8 +6,8 @@ import dataclasses
 import logging
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,13 @@ import torch
 from handler import encode
 from handler.collate import Normalizer, PaddedBatch, collate
 from handler.config import HandlerConfig
-from handler.errors import BadHeader, DeviceOutOfMemory, FrameError, InternalError, StaleFrame
+from handler.errors import (
+    BadHeader,
+    DeviceOutOfMemory,
+    FrameError,
+    InternalError,
+    StaleFrame,
+)
 from handler.frames import Clip, decode
 from handler.layout import Layout, Placement, layout_for
 from handler.memory import Chunk, ChunkPlanner, Staging, peak_memory, reset_peak_memory
@@ -171,7 +177,7 @@ class Pipeline:
             stats.chunks += 1
             stats.tensor_pixels += placement.tensor_pixels
             stats.padded_pixels += placement.padded_pixels
-            return results
+            return list(results)
         # Outside the except block, so the failed attempt's tensors are already released.
         if self._device.type == "cuda":
             torch.cuda.empty_cache()

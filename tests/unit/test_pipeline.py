@@ -1,4 +1,5 @@
 import json
+import math
 
 import numpy as np
 import pytest
@@ -165,7 +166,7 @@ def static_engine():
 
 
 def test_the_static_engine_refuses_other_batches(static_engine):
-    with pytest.raises(Exception, match="16"):
+    with pytest.raises(AssertionError, match=r"^Guard failed: x\.size\(\)\[0\] == 16$"):
         static_engine(torch.zeros(32, 3, 128, 128))
 
 
@@ -184,3 +185,40 @@ def test_static_batch_pads_chunks_and_drops_padded_rows(static_engine):
         np.testing.assert_allclose(a["outputs"]["scores"], b["outputs"]["scores"], rtol=1e-5, atol=1e-6)
     mixed = [_npy_request(support.frame(h, w, 1), 0) for h, w in [(480, 640), (1080, 1920), (33, 97)]]
     assert [r.status for r in pipeline.run(mixed)[0]] == [200, 200, 200]
+
+
+@pytest.mark.parametrize(("raw", "names", "expected"), [
+    (lambda x: x.mean(dim=(1, 2, 3)), None, {"output": 2.0}),
+    (lambda x: x.mean(dim=(1, 2, 3)), ["score"], {"score": 2.0}),
+    (lambda x: (x.mean(dim=(1, 2, 3)), x.amax(dim=(2, 3))), None,
+     {"output_0": 2.0, "output_1": [1.0, 2.0, 3.0]}),
+    (lambda x: (x.mean(dim=(1, 2, 3)), x.amax(dim=(2, 3))), ["mean", "peak"],
+     {"mean": 2.0, "peak": [1.0, 2.0, 3.0]}),
+    (lambda x: {"b": x.amin(dim=(1, 2, 3)), "a": x[:, 0, 0, 0].long()}, ["ignored"], {"b": 1.0, "a": 1}),
+])
+def test_output_naming(raw, names, expected):
+    config = HandlerConfig.from_mapping({"size_divisor": 4, **({} if names is None else {"output_names": names})})
+    pixels = np.broadcast_to(np.array([1, 2, 3], np.uint8), (4, 4, 3)).copy()
+    [response], _ = Pipeline(raw, config).run([_npy_request(pixels, 0)])
+    assert response.status == 200
+    assert json.loads(response.body)["frames"][0]["outputs"] == expected
+
+
+def test_output_names_that_do_not_match_the_model_fail_its_chunk_only():
+    config = HandlerConfig.from_mapping({"output_names": ["a", "b", "c"]})
+    responses, stats = Pipeline(lambda x: (x.mean(), x.sum()), config).run([_npy_request(support.frame(8, 8), 0)])
+    assert [r.status for r in responses] == [500] and stats.rejected == {"internal": 1}
+
+
+def test_a_model_returning_nan_or_inf_answers_valid_json_with_null():
+    def model(x):
+        n = x.shape[0]
+        nan = torch.full((n,), math.nan)
+        return {"nan": nan, "inf": torch.full((n,), math.inf), "mixed": torch.tensor([[1.0, -math.inf]] * n),
+                "fine": torch.ones(n)}
+
+    [response], _ = Pipeline(model, HandlerConfig()).run([_npy_request(support.frame(8, 8), 0)])
+    assert response.status == 200
+    assert "NaN" not in response.body and "Infinity" not in response.body
+    outputs = json.loads(response.body)["frames"][0]["outputs"]
+    assert outputs == {"nan": None, "inf": None, "mixed": [1.0, None], "fine": 1.0}
