@@ -6,6 +6,7 @@ does the copying and the conversion.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,7 +48,8 @@ class PaddedBatch:
         return self.placement.padded_pixels / self.placement.tensor_pixels
 
 
-def collate(frames: list[np.ndarray], placement: Placement, out: torch.Tensor | None = None) -> PaddedBatch:
+def collate(frames: list[np.ndarray], placement: Placement, out: torch.Tensor | None = None,
+            parallel: Callable[[Callable[[int], None], range], Iterable[None]] = map) -> PaddedBatch:
     """Copies frames into one `[rows, H, W, 3]` tensor: one allocation, one copy each.
 
     Args:
@@ -55,22 +57,32 @@ def collate(frames: list[np.ndarray], placement: Placement, out: torch.Tensor | 
         placement: the slot, rows and sizes from the layout.
         out: a buffer to fill instead of allocating, `[rows, H, W, 3]` uint8 or float32; a
             float32 one gets the pixel values converted in the same copy.
+        parallel: a `map` that runs the per-row copies (e.g. a thread pool's: NumPy releases
+            the GIL while copying); rows are independent.
 
     Raises:
         ValueError: a frame's size is not the one the placement gives it.
     """
     height, width = placement.slot
+    for frame, size in zip(frames, placement.sizes):
+        if frame.shape[:2] != size:
+            raise ValueError(f"frame of {frame.shape[:2]} does not match its placement {size}")
     if out is None:
         out = torch.empty((placement.rows, height, width, 3), dtype=torch.uint8)
     slots = out.numpy()
-    for slot, frame, size in zip(slots, frames, placement.sizes):
-        if frame.shape[:2] != size:
-            raise ValueError(f"frame of {frame.shape[:2]} does not match its placement {size}")
-        h, w = size
-        np.copyto(slot[:h, :w], frame)
+
+    def fill(i: int) -> None:
+        slot = slots[i]
+        if i >= len(frames):
+            slot.fill(0)
+            return
+        h, w = placement.sizes[i]
+        np.copyto(slot[:h, :w], frames[i])
         slot[h:].fill(0)
         slot[:h, w:].fill(0)
-    slots[len(frames):].fill(0)
+
+    for _ in parallel(fill, range(placement.rows)):
+        pass
     return PaddedBatch(out, placement)
 
 

@@ -31,6 +31,9 @@ from handler.memory import Chunk, ChunkPlanner, Staging, peak_memory, reset_peak
 logger = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
+# Below this many input pixels a chunk is copied on the calling thread: handing rows to the
+# pool costs more than it saves.
+_PARALLEL_COLLATE_PIXELS = 1 << 20
 FrameResult = dict[str, Any]
 
 
@@ -197,7 +200,9 @@ class Pipeline:
                 + self._infer(Chunk(chunk.key, chunk.items[half:]), frames, originals, stats))
 
     def _forward(self, frames: list[np.ndarray], placement: Placement) -> list[FrameResult]:
-        batch = collate(frames, placement, out=self._staging.take((placement.rows, *placement.slot, 3)))
+        # Large chunks are copied (and converted to float on CPU) by the decode threads in parallel.
+        parallel = self._decoders.map if placement.tensor_pixels >= _PARALLEL_COLLATE_PIXELS else map
+        batch = collate(frames, placement, self._staging.take((placement.rows, *placement.slot, 3)), parallel)
         with torch.inference_mode():
             flat, specs = self._on_device(batch)
             host = [tensor.cpu() for tensor in flat]  # one transfer per output dtype (one, usually)
