@@ -4,8 +4,10 @@ Over each frame's valid pixels only, with luma Y = 0.299 R + 0.587 G + 0.114 B:
 brightness = mean(Y), contrast = population std(Y), sharpness = population variance of the
 4-neighbour Laplacian of Y over the interior pixels (0 when the frame has no interior).
 
-The whole chunk is computed at once with masks built on the device from `sizes`: no value is
-read back to the host per frame, so a CUDA forward never waits on the device.
+The whole chunk is computed at once: each frame's area is a row mask times a column mask built
+on the device from `sizes`, and masked sums are batched matrix products (one read of the data,
+no mask as large as the frames). No value is read back to the host per frame, so a CUDA forward
+never waits on the device.
 """
 
 from __future__ import annotations
@@ -26,32 +28,33 @@ class FrameQuality(nn.Module):
     def forward(self, pixels: Tensor, sizes: Tensor) -> Dict[str, Tensor]:
         n, height, width = pixels.shape[0], pixels.shape[2], pixels.shape[3]
         luma = pixels.permute(0, 2, 3, 1) @ self.luma  # [N, H, W]; one pass on channels-last input
-        h = sizes[:, 0].clamp(0, height).view(n, 1, 1)
-        w = sizes[:, 1].clamp(0, width).view(n, 1, 1)
-        rows = torch.arange(height, device=luma.device).view(1, height, 1)
-        cols = torch.arange(width, device=luma.device).view(1, 1, width)
-        # Padding never enters a sum: statistics over each frame's own (h, w) only.
-        valid = ((rows < h) & (cols < w)).to(luma.dtype)
-        count = (h * w).view(n).to(luma.dtype)
-        brightness, variance = _mean_var(luma, valid, count)
-        contrast = variance.sqrt()
+        h = sizes[:, 0].clamp(0, height)
+        w = sizes[:, 1].clamp(0, width)
+        brightness, variance = _mean_var(luma, h, w)
         sharpness = torch.zeros_like(brightness)
         if height >= 3 and width >= 3:
             lap = luma[:, :-2, 1:-1] + luma[:, 2:, 1:-1]
             lap.add_(luma[:, 1:-1, :-2]).add_(luma[:, 1:-1, 2:]).add_(luma[:, 1:-1, 1:-1], alpha=-4.0)
             # Laplacian index (r, c) is the pixel (r + 1, c + 1): interior when r < h - 2, c < w - 2.
-            interior = ((rows[:, : height - 2] < h - 2) & (cols[:, :, : width - 2] < w - 2)).to(luma.dtype)
-            inner = ((h - 2).clamp(min=0) * (w - 2).clamp(min=0)).view(n).to(luma.dtype)
-            _, sharpness = _mean_var(lap, interior, inner)
-        return {"brightness": brightness, "contrast": contrast, "sharpness": sharpness}
+            _, sharpness = _mean_var(lap, (h - 2).clamp(min=0), (w - 2).clamp(min=0))
+        return {"brightness": brightness, "contrast": variance.sqrt(), "sharpness": sharpness}
 
 
-def _mean_var(values: Tensor, mask: Tensor, count: Tensor) -> tuple[Tensor, Tensor]:
-    """Per-row masked mean and population variance of `values[N, H, W]`, two-pass; 0 where count is 0."""
+def _mean_var(values: Tensor, h: Tensor, w: Tensor) -> tuple[Tensor, Tensor]:
+    """Mean and population variance of `values[i, :h[i], :w[i]]` for each i, two-pass; 0 where empty.
+
+    Padding never enters a sum: a masked sum is `rows_mask @ values @ cols_mask`.
+    """
+    n, height, width = values.shape[0], values.shape[1], values.shape[2]
+    rows = (torch.arange(height, device=values.device).view(1, height) < h.view(n, 1))
+    cols = (torch.arange(width, device=values.device).view(1, width) < w.view(n, 1))
+    rows = rows.to(values.dtype).view(n, 1, height)
+    cols = cols.to(values.dtype).view(n, width, 1)
+    count = (h * w).to(values.dtype)
     safe = count.clamp(min=1.0)
-    mean = (values * mask).sum(dim=(1, 2)) / safe
-    deviation = (values - mean.view(-1, 1, 1)).mul_(mask)
-    variance = deviation.square_().sum(dim=(1, 2)) / safe
+    mean = torch.bmm(rows, torch.bmm(values, cols)).view(n) / safe
+    deviation = (values - mean.view(n, 1, 1)).square_()
+    variance = torch.bmm(rows, torch.bmm(deviation, cols)).view(n) / safe
     empty = count <= 0
     return mean.masked_fill(empty, 0.0), variance.masked_fill(empty, 0.0)
 
