@@ -1,10 +1,10 @@
 """End-to-end bench: every handler in ONE TorchServe, loaded in interleaved rounds.
 
-Five models are registered side by side with the shipped batching (`batchSize` 32,
+Six models are registered side by side with the shipped batching (`batchSize` 32,
 `maxBatchDelay` 50 ms, one worker each): our handler with frame_quality (the shipped archive,
 `archive.sh`), our handler with a trivial model (packaged with `archive.sh NAME MODEL YAML`, the
-README's way), a decode-only handler (our decode step, nothing after it), a stock-style handler
-and a no-op handler. Each round drives every (format, handler) pair in turn with the same closed
+README's way), a decode-only handler (our decode step, nothing after it), a decode-only handler
+in the stock style (Pillow / `np.load`), a stock-style handler and a no-op handler. Each round drives every (format, handler) pair in turn with the same closed
 loop (`clients` threads, each sending its next request when the last is answered) for `seconds`;
 the order rotates every round, so load from other processes on a shared machine hits all alike.
 A model's figure is the median of its rounds.
@@ -33,7 +33,7 @@ from loadgen.schedule import Resolution
 
 #: bench name -> TorchServe model name
 HANDLERS = {"ours": "frame_quality", "trivial": "trivial", "decode-only": "decode_only",
-            "stock": "stock", "no-op": "noop"}
+            "pil-decode": "pillow_decode", "stock": "stock", "no-op": "noop"}
 FORMATS = ("jpeg", "npy")
 
 
@@ -57,7 +57,7 @@ class Result:
 
 
 def build_archives(store: Path, model_dir: Path) -> dict[str, Path]:
-    """The five archives: ours and trivial through `archive.sh`, the baselines through the archiver."""
+    """The six archives: ours and trivial through `archive.sh`, the baselines through the archiver."""
     store.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "MODEL_STORE": str(store)}
     subprocess.run(["bash", str(ROOT / "archive.sh")], check=True, stdout=subprocess.DEVNULL, env=env)
@@ -74,7 +74,7 @@ def build_archives(store: Path, model_dir: Path) -> dict[str, Path]:
         for path in (ROOT / "handler").glob("*.py"):
             shutil.copy(path, stage / "handler" / path.name)
         for name, handler in (("stock", "stock_handler.py"), ("noop", "noop_handler.py"),
-                              ("decode_only", "decode_handler.py")):
+                              ("decode_only", "decode_handler.py"), ("pillow_decode", "pillow_decode_handler.py")):
             archive(store, name, ROOT / "bench" / handler, model_dir / "frame_quality.pt", config, extra=stage)
     finally:
         shutil.rmtree(stage, ignore_errors=True)

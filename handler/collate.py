@@ -6,13 +6,15 @@ does the copying and the conversion.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import torch
 
 from handler.config import Normalize
+from handler.errors import FrameError
 from handler.layout import Placement
 
 
@@ -24,10 +26,12 @@ class PaddedBatch:
         tensor: `Tensor[R, H, W, 3]` (uint8, or float32 when collated for a CPU model),
             R = placement.rows; rows past the frames and pixels outside a frame are zero.
         placement: the layout's answer for this chunk (slot, rows, sizes, original sizes).
+        failed: rows whose deferred frame could not be decoded (their slot is zero).
     """
 
     tensor: torch.Tensor
     placement: Placement
+    failed: dict[int, FrameError] = field(default_factory=dict)
 
     @property
     def sizes(self) -> tuple[tuple[int, int], ...]:
@@ -48,12 +52,22 @@ class PaddedBatch:
         return self.placement.padded_pixels / self.placement.tensor_pixels
 
 
-def collate(frames: list[np.ndarray], placement: Placement, out: torch.Tensor | None = None,
+class Deferred(Protocol):
+    """A frame decoded on demand into the buffer it goes to (`handler.frames.DeferredJpeg`)."""
+
+    shape: tuple[int, int, int]
+
+    def decode_into(self, out: np.ndarray) -> None: ...
+
+
+def collate(frames: Sequence[np.ndarray | Deferred], placement: Placement, out: torch.Tensor | None = None,
             parallel: Callable[[Callable[[int], None], range], Iterable[None]] = map) -> PaddedBatch:
     """Copies frames into one `[rows, H, W, 3]` tensor: one allocation, one copy each.
 
     Args:
-        frames: `[h, w, 3]` uint8 arrays, frame i of size `placement.sizes[i]`.
+        frames: `[h, w, 3]` uint8 arrays, or deferred frames decoded straight into their slot
+            (a frame that fails to decode is recorded in `failed`, its slot left zero).
+            Frame i is of size `placement.sizes[i]`.
         placement: the slot, rows and sizes from the layout.
         out: a buffer to fill instead of allocating, `[rows, H, W, 3]` uint8 or float32; a
             float32 one gets the pixel values converted in the same copy.
@@ -65,11 +79,12 @@ def collate(frames: list[np.ndarray], placement: Placement, out: torch.Tensor | 
     """
     height, width = placement.slot
     for frame, size in zip(frames, placement.sizes):
-        if frame.shape[:2] != size:
+        if tuple(frame.shape[:2]) != size:
             raise ValueError(f"frame of {frame.shape[:2]} does not match its placement {size}")
     if out is None:
         out = torch.empty((placement.rows, height, width, 3), dtype=torch.uint8)
     slots = out.numpy()
+    failed: dict[int, FrameError] = {}
 
     def fill(i: int) -> None:
         slot = slots[i]
@@ -77,13 +92,21 @@ def collate(frames: list[np.ndarray], placement: Placement, out: torch.Tensor | 
             slot.fill(0)
             return
         h, w = placement.sizes[i]
-        np.copyto(slot[:h, :w], frames[i])
+        frame = frames[i]
+        if isinstance(frame, np.ndarray):
+            np.copyto(slot[:h, :w], frame)
+        else:
+            try:
+                frame.decode_into(slot[:h, :w])  # full-width rows are contiguous: in place
+            except FrameError as err:
+                failed[i] = err
+                slot[:h, :w].fill(0)
         slot[h:].fill(0)
         slot[:h, w:].fill(0)
 
     for _ in parallel(fill, range(placement.rows)):
         pass
-    return PaddedBatch(out, placement)
+    return PaddedBatch(out, placement, failed)
 
 
 class Normalizer:

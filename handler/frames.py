@@ -59,13 +59,44 @@ class Clip:
             own shapes.
     """
 
-    frames: list[np.ndarray]
+    frames: list[np.ndarray | DeferredJpeg]
     pts: list[float] | None = None
     sizes: list[tuple[int, int]] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class DeferredJpeg:
+    """A JPEG frame whose header was read and checked; decoded later, into the buffer it goes to.
+
+    Only `decode(..., lazy=True)` returns these, so the decoder can write straight into a
+    chunk's uint8 staging slot instead of into an array that is then copied there.
+
+    Attributes:
+        body: the JPEG bytes.
+        shape: `(h, w, 3)`, the pixels it decodes to.
+        config: the limits (for the Pillow fallback).
+    """
+
+    body: bytes | bytearray
+    shape: tuple[int, int, int]
+    config: HandlerConfig
+
+    def decode_into(self, out: np.ndarray) -> None:
+        """Writes the pixels into `out` (`[h, w, 3]`): decoded in place when `out` is contiguous
+        uint8, otherwise decoded and copied (converting to `out`'s dtype).
+
+        Raises:
+            CorruptFrame: the body past its header cannot be decoded.
+        """
+        if out.dtype == np.uint8 and out.flags.c_contiguous and jpeg.decode_into(self.body, out):
+            return
+        decoded = jpeg.decode(self.body, lambda h, w: None)
+        pixels = decoded[0] if decoded is not None else _decode_image(self.body, "JPEG", self.config)
+        np.copyto(out, pixels)
+
+
 def decode(body: object, content_type: str | None, headers: Mapping[str, str],
-           config: HandlerConfig) -> Clip:
+           config: HandlerConfig, lazy: bool = False) -> Clip:
     """Decodes one request (or one multipart part) into its frames.
 
     Args:
@@ -73,6 +104,8 @@ def decode(body: object, content_type: str | None, headers: Mapping[str, str],
         content_type: the body's Content-Type; None or a generic one: found from the bytes.
         headers: request headers, names in lower case.
         config: the limits to enforce.
+        lazy: a JPEG that libjpeg-turbo takes (with `resize: pad`) comes back as a
+            `DeferredJpeg`, checked from its header but not decoded yet.
 
     Raises:
         FrameError: the request cannot be served; its status says why.
@@ -87,6 +120,10 @@ def decode(body: object, content_type: str | None, headers: Mapping[str, str],
         raise EmptyFrame("the request body is empty")
     fmt = resolve(body, content_type, headers)
     if fmt is Format.JPEG:
+        if lazy and config.resize is Resize.PAD:
+            size = jpeg.header(body, lambda h, w: check_clip(1, h, w, config))
+            if size is not None:
+                return Clip([DeferredJpeg(body, (*size, 3), config)])
         pixels, size = _decode_jpeg(body, config)
         return Clip([pixels], sizes=None if pixels.shape[:2] == size else [size])
     if fmt is Format.PNG:
@@ -95,9 +132,7 @@ def decode(body: object, content_type: str | None, headers: Mapping[str, str],
         return Clip(_decode_npy(body, config))
     if fmt is Format.RAW:
         return Clip(_decode_raw(body, headers, config))
-    from handler.video import (
-        decode_segment,  # FFmpeg bindings load only when video arrives
-    )
+    from handler.video import decode_segment  # FFmpeg bindings load only when video arrives
 
     return decode_segment(body, fmt, headers, config)
 

@@ -17,6 +17,23 @@ Size = tuple[int, int]
 _COLORSPACES = frozenset({"YCbCr", "Gray", "RGB"})
 
 
+def header(body: bytes | bytearray, check: Callable[[int, int], None]) -> Size | None:
+    """The frame's (height, width) from its header, after `check(height, width)`; None when
+    this path cannot take the body (not readable by libjpeg-turbo here, CMYK/YCCK): use Pillow."""
+    try:
+        import simplejpeg  # type: ignore[import-untyped]
+    except ImportError:  # optional at runtime: Pillow serves JPEG too, slower
+        return None
+    try:
+        height, width, colorspace, _ = simplejpeg.decode_jpeg_header(body)
+    except ValueError:
+        return None
+    if colorspace not in _COLORSPACES:
+        return None
+    check(height, width)
+    return height, width
+
+
 def decode(body: bytes | bytearray, check: Callable[[int, int], None],
            target: Callable[[int, int], Size] | None = None) -> tuple[np.ndarray, Size] | None:
     """Decodes a JPEG body to `[h, w, 3]` uint8 RGB, possibly shrunk in the DCT domain.
@@ -32,25 +49,34 @@ def decode(body: bytes | bytearray, check: Callable[[int, int], None],
 
     Returns:
         The pixels and the frame's own (height, width), or None when this path cannot take
-        the body (not readable by libjpeg-turbo here, or a CMYK/YCCK JPEG): use Pillow.
+        the body (see `header`, or truncated/corrupt past the header): use Pillow.
     """
-    try:
-        import simplejpeg  # type: ignore[import-untyped]
-    except ImportError:  # optional at runtime: Pillow serves JPEG too, slower
+    size = header(body, check)
+    if size is None:
         return None
-    try:
-        height, width, colorspace, _ = simplejpeg.decode_jpeg_header(body)
-    except ValueError:
-        return None
-    if colorspace not in _COLORSPACES:
-        return None
-    check(height, width)
-    min_h, min_w = dct_size(height, width, target(height, width)) if target is not None else (0, 0)
+    import simplejpeg  # type: ignore[import-untyped]
+
+    min_h, min_w = dct_size(*size, target(*size)) if target is not None else (0, 0)
     try:
         pixels = simplejpeg.decode_jpeg(body, "RGB", min_height=min_h, min_width=min_w)
     except ValueError:
         return None  # truncated or corrupt: Pillow decides, with its own message
-    return pixels, (height, width)
+    return pixels, size
+
+
+def decode_into(body: bytes | bytearray, out: np.ndarray) -> bool:
+    """Decodes a JPEG straight into `out` (`[h, w, 3]` contiguous uint8 of the frame's size).
+
+    Returns:
+        False when it could not (corrupt past the header): `out` is then undefined.
+    """
+    import simplejpeg  # type: ignore[import-untyped]
+
+    try:
+        simplejpeg.decode_jpeg(body, "RGB", buffer=out)
+    except ValueError:
+        return False
+    return True
 
 
 def dct_size(height: int, width: int, target: Size) -> Size:

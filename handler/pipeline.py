@@ -134,7 +134,9 @@ class Pipeline:
     def _decode(self, request: Request, started: float) -> Clip | FrameError:
         try:
             self._check_age(request.headers, started)
-            clip = decode(request.body, request.content_type, request.headers, self._config)
+            # With uint8 staging (CUDA), JPEG is decoded later, straight into its staging slot.
+            clip = decode(request.body, request.content_type, request.headers, self._config,
+                          lazy=self._staging.dtype == torch.uint8)
             return self._fit(clip)
         except FrameError as err:
             return err
@@ -180,7 +182,7 @@ class Pipeline:
             stats.chunks += 1
             stats.tensor_pixels += placement.tensor_pixels
             stats.padded_pixels += placement.padded_pixels
-            return list(results)
+            return results
         # Outside the except block, so the failed attempt's tensors are already released.
         if self._device.type == "cuda":
             torch.cuda.empty_cache()
@@ -199,7 +201,7 @@ class Pipeline:
         return (self._infer(Chunk(chunk.key, chunk.items[:half]), frames, originals, stats)
                 + self._infer(Chunk(chunk.key, chunk.items[half:]), frames, originals, stats))
 
-    def _forward(self, frames: list[np.ndarray], placement: Placement) -> list[FrameResult]:
+    def _forward(self, frames: list[np.ndarray], placement: Placement) -> list[FrameResult | FrameError]:
         # Large chunks are copied (and converted to float on CPU) by the decode threads in parallel.
         parallel = self._decoders.map if placement.tensor_pixels >= _PARALLEL_COLLATE_PIXELS else map
         batch = collate(frames, placement, self._staging.take((placement.rows, *placement.slot, 3)), parallel)
@@ -212,7 +214,7 @@ class Pipeline:
         for name, tensor in _unflatten(host, specs):
             for result, value in zip(per_frame, self._layout.unpad(tensor, placement)):
                 result["outputs"][name] = value
-        return per_frame
+        return [batch.failed.get(i, result) for i, result in enumerate(per_frame)]
 
     def _on_device(self, batch: PaddedBatch) -> tuple[list[torch.Tensor], list[_Spec]]:
         """Upload, normalise, forward, and gather the outputs' real rows: no host sync in here.

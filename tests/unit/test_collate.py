@@ -68,3 +68,18 @@ def test_normalisation_values():
     np.testing.assert_allclose(x[0, :, 0, :].numpy(), np.array(expected), rtol=0, atol=1e-6)
     same = Normalizer(Normalize(), torch.device("cpu"))(pixels)
     assert same[0, :, 0, :].tolist() == [[0.0, 255.0], [128.0, 0.0], [255.0, 51.0]]
+
+
+def test_a_deferred_jpeg_is_decoded_straight_into_a_full_width_uint8_slot(monkeypatch):
+    from handler import jpeg
+    from handler.config import HandlerConfig
+    from handler.frames import decode
+    from tests import support
+
+    body = support.jpeg(support.frame(40, 64, 3))
+    [frame] = decode(body, "image/jpeg", {}, HandlerConfig(), lazy=True).frames
+    assert frame.shape == (40, 64, 3) and not isinstance(frame, np.ndarray)
+    monkeypatch.setattr(jpeg, "decode", lambda *a: pytest.fail("decoded to an array, then copied"))
+    batch = collate([frame], PadLayout(32).place((64, 64), [(40, 64)]))
+    np.testing.assert_array_equal(batch[0].numpy(), support.decoded(body))
+    assert not batch.tensor[0, 40:].any() and batch.failed == {}

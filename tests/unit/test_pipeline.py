@@ -235,3 +235,17 @@ def test_frame_quality_reads_only_each_frames_own_area(quality_model):
         support.assert_quality({k: float(v[i]) for k, v in out.items()}, f)
     assert out["sharpness"][1].item() == 0.0  # 2 rows: no interior
     assert [out[k][3].item() for k in ("brightness", "contrast", "sharpness")] == [0.0, 0.0, 0.0]
+
+
+def test_with_uint8_staging_jpeg_is_decoded_in_its_slot_and_a_broken_one_fails_alone(quality_model):
+    pipeline = Pipeline(quality_model, QUALITY)
+    pipeline._staging.dtype = torch.uint8  # as on CUDA: frames travel to the device as uint8
+    full = support.jpeg(support.frame(72, 128, 1))  # as wide as its 96x128 slot: decoded in place
+    narrow = support.jpeg(support.frame(72, 100, 2))  # narrower than the slot: decoded, then copied
+    broken = full[: len(full) // 2]  # its header is fine: the damage shows while collating
+    responses, stats = pipeline.run([Request(b, "image/jpeg", {}) for b in (full, broken, narrow)])
+    assert [r.status for r in responses] == [200, 400, 200]
+    assert json.loads(responses[1].body)["type"] == "CorruptFrame"
+    assert stats.chunks == 1 and stats.rejected == {"bad_input": 1}
+    for response, body in ((responses[0], full), (responses[2], narrow)):
+        support.assert_quality(json.loads(response.body)["frames"][0]["outputs"], support.decoded(body))
