@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 import torch
 
 from handler.config import Normalize
 from handler.errors import FrameError
-from handler.layout import Placement
+from handler.layout import Deferred, Placement
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,14 +49,6 @@ class PaddedBatch:
     def padding_ratio(self) -> float:
         """Padded pixels / all pixels of the tensor."""
         return self.placement.padded_pixels / self.placement.tensor_pixels
-
-
-class Deferred(Protocol):
-    """A frame decoded on demand into the buffer it goes to (`handler.frames.DeferredJpeg`)."""
-
-    shape: tuple[int, int, int]
-
-    def decode_into(self, out: np.ndarray) -> None: ...
 
 
 def collate(frames: Sequence[np.ndarray | Deferred], placement: Placement, out: torch.Tensor | None = None,

@@ -9,7 +9,7 @@ import enum
 import io
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +26,7 @@ from handler.errors import (
     UnsupportedContentType,
 )
 from handler.formats import Format, media_type, resolve
-from handler.layout import letterbox_size
+from handler.layout import Deferred, letterbox_size
 
 _NPY_MAX_HEADER = 4096
 # NumPy parses npy headers with ast.literal_eval, and CPython's parser is not thread-safe
@@ -59,7 +59,7 @@ class Clip:
             own shapes.
     """
 
-    frames: list[np.ndarray | DeferredJpeg]
+    frames: Sequence[np.ndarray | Deferred]
     pts: list[float] | None = None
     sizes: list[tuple[int, int]] | None = None
 

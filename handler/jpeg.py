@@ -54,7 +54,7 @@ def decode(body: bytes | bytearray, check: Callable[[int, int], None],
     size = header(body, check)
     if size is None:
         return None
-    import simplejpeg  # type: ignore[import-untyped]
+    import simplejpeg
 
     min_h, min_w = dct_size(*size, target(*size)) if target is not None else (0, 0)
     try:
@@ -70,7 +70,7 @@ def decode_into(body: bytes | bytearray, out: np.ndarray) -> bool:
     Returns:
         False when it could not (corrupt past the header): `out` is then undefined.
     """
-    import simplejpeg  # type: ignore[import-untyped]
+    import simplejpeg
 
     try:
         simplejpeg.decode_jpeg(body, "RGB", buffer=out)

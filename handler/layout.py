@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -40,6 +40,15 @@ def letterbox_size(height: int, width: int, target: Size) -> Size:
     """The (h, w) a frame takes inside `target` after an aspect-preserving resize."""
     scale = min(target[0] / height, target[1] / width)
     return max(1, min(target[0], round(height * scale))), max(1, min(target[1], round(width * scale)))
+
+
+class Deferred(Protocol):
+    """A frame decoded on demand into the buffer it goes to (`handler.frames.DeferredJpeg`)."""
+
+    @property
+    def shape(self) -> tuple[int, int, int]: ...
+
+    def decode_into(self, out: np.ndarray) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +96,12 @@ class Layout:
         """The (h, w) a frame of this size takes inside its slot."""
         raise NotImplementedError
 
-    def fit(self, frame: np.ndarray, original: Size) -> np.ndarray:
+    def fit(self, frame: np.ndarray | Deferred, original: Size) -> np.ndarray | Deferred:
         """The frame as it goes into its slot: `[h, w, 3]` uint8 of `fitted(*original)`.
 
         Args:
-            frame: `[h', w', 3]` uint8, the frame as decoded (possibly already shrunk).
+            frame: `[h', w', 3]` uint8, the frame as decoded (possibly already shrunk), or a
+                deferred one (pad only: it is decoded at its own size).
             original: the frame's own (h, w), as sent.
         """
         return frame
@@ -175,7 +185,9 @@ class LetterboxLayout(Layout):
     def fitted(self, height: int, width: int) -> Size:
         return letterbox_size(height, width, self.input_size)
 
-    def fit(self, frame: np.ndarray, original: Size) -> np.ndarray:
+    def fit(self, frame: np.ndarray | Deferred, original: Size) -> np.ndarray | Deferred:
+        if not isinstance(frame, np.ndarray):
+            raise TypeError("a letterbox engine resizes decoded pixels: decode with lazy=False")
         size = self.fitted(*original)
         if frame.shape[:2] == size:
             return frame

@@ -25,7 +25,7 @@ from handler.errors import (
     StaleFrame,
 )
 from handler.frames import Clip, decode
-from handler.layout import Layout, Placement, layout_for
+from handler.layout import Deferred, Layout, Placement, layout_for
 from handler.memory import Chunk, ChunkPlanner, Staging, peak_memory, reset_peak_memory
 
 logger = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ class Pipeline:
         reset_peak_memory(self._device)
         started = self._clock()
         results: list[list[FrameResult | None] | FrameError] = []
-        frames: list[np.ndarray] = []
+        frames: list[np.ndarray | Deferred] = []
         originals: list[tuple[int, int]] = []
         owners: list[tuple[int, int]] = []
         clips = list(self._decoders.map(lambda request: self._decode(request, started), requests))
@@ -165,7 +165,7 @@ class Pipeline:
         fitted = [self._layout.fit(f, size) for f, size in zip(clip.frames, original)]
         return dataclasses.replace(clip, frames=fitted, sizes=original)
 
-    def _infer(self, chunk: Chunk, frames: list[np.ndarray], originals: list[tuple[int, int]],
+    def _infer(self, chunk: Chunk, frames: list[np.ndarray | Deferred], originals: list[tuple[int, int]],
                stats: BatchStats) -> list[FrameResult | FrameError]:
         """Runs one chunk; on device OOM halves it (when that allocates less), remembers the
         limit and retries. Statistics are counted once the chunk succeeded."""
@@ -201,7 +201,7 @@ class Pipeline:
         return (self._infer(Chunk(chunk.key, chunk.items[:half]), frames, originals, stats)
                 + self._infer(Chunk(chunk.key, chunk.items[half:]), frames, originals, stats))
 
-    def _forward(self, frames: list[np.ndarray], placement: Placement) -> list[FrameResult | FrameError]:
+    def _forward(self, frames: list[np.ndarray | Deferred], placement: Placement) -> list[FrameResult | FrameError]:
         # Large chunks are copied (and converted to float on CPU) by the decode threads in parallel.
         parallel = self._decoders.map if placement.tensor_pixels >= _PARALLEL_COLLATE_PIXELS else map
         batch = collate(frames, placement, self._staging.take((placement.rows, *placement.slot, 3)), parallel)
