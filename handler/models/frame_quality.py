@@ -4,10 +4,10 @@ Over each frame's valid pixels only, with luma Y = 0.299 R + 0.587 G + 0.114 B:
 brightness = mean(Y), contrast = population std(Y), sharpness = population variance of the
 4-neighbour Laplacian of Y over the interior pixels (0 when the frame has no interior).
 
-The whole chunk is computed at once: each frame's area is a row mask times a column mask built
-on the device from `sizes`, and masked sums are batched matrix products (one read of the data,
-no mask as large as the frames). No value is read back to the host per frame, so a CUDA forward
-never waits on the device.
+The whole chunk is computed at once: each frame's area is a row mask and a column mask built on
+the device from `sizes` (no mask as large as the frames), and every sum runs along rows, so a
+frame's values do not depend on its batch-mates (checked on the CPU). No value is read back to
+the host per frame, so a CUDA forward never waits on the device.
 """
 
 from __future__ import annotations
@@ -43,18 +43,18 @@ class FrameQuality(nn.Module):
 def _mean_var(values: Tensor, h: Tensor, w: Tensor) -> tuple[Tensor, Tensor]:
     """Mean and population variance of `values[i, :h[i], :w[i]]` for each i, two-pass; 0 where empty.
 
-    Padding never enters a sum: a masked sum is `rows_mask @ values @ cols_mask`.
+    Padding never enters a sum: columns past a frame's width are zeroed by a column mask before
+    each row is summed, rows past its height by a row mask on the row sums. Every sum runs along
+    one frame's rows, so a frame's result does not depend on its batch-mates.
     """
     n, height, width = values.shape[0], values.shape[1], values.shape[2]
-    rows = (torch.arange(height, device=values.device).view(1, height) < h.view(n, 1))
-    cols = (torch.arange(width, device=values.device).view(1, width) < w.view(n, 1))
-    rows = rows.to(values.dtype).view(n, 1, height)
-    cols = cols.to(values.dtype).view(n, width, 1)
+    rows = (torch.arange(height, device=values.device).view(1, height) < h.view(n, 1)).to(values.dtype)
+    cols = (torch.arange(width, device=values.device).view(1, 1, width) < w.view(n, 1, 1)).to(values.dtype)
     count = (h * w).to(values.dtype)
     safe = count.clamp(min=1.0)
-    mean = torch.bmm(rows, torch.bmm(values, cols)).view(n) / safe
-    deviation = (values - mean.view(n, 1, 1)).square_()
-    variance = torch.bmm(rows, torch.bmm(deviation, cols)).view(n) / safe
+    mean = ((values * cols).sum(dim=2) * rows).sum(dim=1) / safe
+    deviation = (values - mean.view(n, 1, 1)).mul_(cols).square_()
+    variance = (deviation.sum(dim=2) * rows).sum(dim=1) / safe
     empty = count <= 0
     return mean.masked_fill(empty, 0.0), variance.masked_fill(empty, 0.0)
 

@@ -249,3 +249,14 @@ def test_with_uint8_staging_jpeg_is_decoded_in_its_slot_and_a_broken_one_fails_a
     assert stats.chunks == 1 and stats.rejected == {"bad_input": 1}
     for response, body in ((responses[0], full), (responses[2], narrow)):
         support.assert_quality(json.loads(response.body)["frames"][0]["outputs"], support.decoded(body))
+
+
+def test_frame_quality_values_do_not_depend_on_the_batch_mates(quality_model):
+    frames = [support.frame(480, 640, 21 + i) for i in range(6)]
+    x = torch.stack([torch.from_numpy(f.copy()).permute(2, 0, 1).float() for f in frames])
+    x = x.contiguous(memory_format=torch.channels_last)
+    sizes = torch.tensor([[480, 640]] * 6)
+    together = quality_model(x, sizes)
+    for i in range(6):
+        alone = quality_model(x[i:i + 1], sizes[i:i + 1])
+        assert {k: v[i].item() for k, v in together.items()} == {k: v[0].item() for k, v in alone.items()}
