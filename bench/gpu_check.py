@@ -8,8 +8,12 @@ style (`bench.stock`) on the same frames and model, and checks: outputs agree; f
 32-frame batches of 720p JPEG, 720p .npy and mixed sizes (the stock style fails on mixed); peak
 device memory per batch; a 1080p burst under a small memory budget answers every frame 200 and
 stays near the budget; with the CUDA allocator capped, real out-of-memory errors split chunks
-(every frame still 200) and a frame that never fits gets 507 alone. Exit status 0 when every
-check passes.
+(every frame still 200) and a frame that never fits gets 507 alone; and everything between the
+upload and the outputs' one transfer to the host (normalisation, the forward, gathering the
+outputs: `Pipeline._on_device`) runs under `torch.cuda.set_sync_debug_mode("error")`, so a host
+sync there (a per-frame `int(sizes[i, 0])`, `.item()`, `.cpu()`) fails the check and is reported.
+On the CPU (`--dry-run`) that mode does not exist: the same code path runs and the report says
+"not applicable". Exit status 0 when every check passes.
 """
 
 from __future__ import annotations
@@ -118,10 +122,44 @@ def check(device: torch.device, frames: int, hd: Resolution, iterations: int) ->
     report["checks"]["budgeted burst: chunks of at most 4 frames"] = stats.chunks >= -(-frames // 4)
     if device.type == "cuda":
         report["checks"]["budgeted burst: peak memory within 2x the budget"] = peak <= 2 * budget
+    _sync_free(device, Pipeline(model, config, device), inprocess.workloads(frames, hd, mixed), report)
     if device.type == "cuda":
         _real_oom(device, model, config, burst, report)
     report["ok"] = all(report["checks"].values())
     return report
+
+
+def _sync_free(device: torch.device, pipeline, loads: list, report: dict) -> None:
+    """Runs each workload with `set_sync_debug_mode("error")` around `Pipeline._on_device`
+    (upload, normalisation, the forward, gathering outputs): any host sync in there raises."""
+    from handler.pipeline import Request
+
+    original = pipeline._on_device
+    errors: list[str] = []
+    cuda = device.type == "cuda"
+
+    def guarded(batch):
+        if cuda:
+            torch.cuda.set_sync_debug_mode("error")
+        try:
+            return original(batch)
+        except RuntimeError as exc:
+            errors.append(str(exc).splitlines()[0][:200])
+            raise
+        finally:
+            if cuda:
+                torch.cuda.set_sync_debug_mode("default")
+
+    pipeline._on_device = guarded
+    statuses: set[int] = set()
+    for load in loads:
+        responses, _ = pipeline.run([Request(body, ct, {}) for body, ct in load.requests])
+        statuses |= {r.status for r in responses}
+    report["sync_debug"] = {"mode": "error" if cuda else "not applicable on cpu (no CUDA)",
+                            "statuses": sorted(statuses), "errors": errors[:3]}
+    name = "no host sync between upload and output transfer (sync debug mode error)"
+    report["checks"][name if cuda else "sync-debug path runs (CPU: mode not applicable)"] = (
+        statuses == {200} and not errors)
 
 
 def _real_oom(device: torch.device, model, config, burst: list, report: dict) -> None:
@@ -174,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
                       if "stock_fps" in row else f"stock FAILS ({row['stock_error'][:50]})")
         print(f"{row['workload']:<10} ours {row['ours_fps']:8.1f} fps {row['ours_peak_mib']:8.1f} MiB   {stock_part}")
     print(f"budgeted burst: {report['budget']}")
+    print(f"sync debug around the forward: {report['sync_debug']}")
     for name, ok in report["checks"].items():
         print(f"{'PASS' if ok else 'FAIL'}  {name}")
     out = args.json or (Path(os.environ["OUT"]) / "gpu_check.json" if os.environ.get("OUT") else None)

@@ -114,9 +114,11 @@ def _ours_stages(handler) -> list[tuple[object, str, str]]:
     import handler.requests as requests_module
 
     pipe = handler.pipeline
-    return [(requests_module, "decode", "decode"), (pipeline_module, "collate", "collate"),
-            (pipe._staging, "upload", "transfer"), (pipeline_module, "to_model_input", "transfer"),
-            (pipe, "_model", "model"), (pipeline_module, "unpad", "encode"),
+    # decode (with the letterbox fit) runs in the decode threads: its time is summed over them
+    return [(pipe, "_fit", "decode"), (requests_module, "decode", "decode"),
+            (pipeline_module, "collate", "collate"),
+            (pipe._staging, "upload", "transfer"), (pipe, "_normalizer", "transfer"),
+            (pipe, "_model", "model"), (pipe._layout, "unpad", "encode"),
             (encode_module, "ok", "encode"), (encode_module, "error", "encode")]
 
 

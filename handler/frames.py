@@ -9,14 +9,15 @@ import enum
 import io
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.lib import format as npy_format
 from PIL import Image, UnidentifiedImageError
 
-from handler.config import HandlerConfig
+from handler import jpeg
+from handler.config import HandlerConfig, Resize
 from handler.errors import (
     ClipTooLarge,
     CorruptFrame,
@@ -25,6 +26,7 @@ from handler.errors import (
     UnsupportedContentType,
 )
 from handler.formats import Format, media_type, resolve
+from handler.layout import Deferred, letterbox_size
 
 _NPY_MAX_HEADER = 4096
 # NumPy parses npy headers with ast.literal_eval, and CPython's parser is not thread-safe
@@ -52,14 +54,59 @@ class Clip:
     Attributes:
         frames: the frames in order (possibly read-only or strided views of the body).
         pts: seconds from the container, one per frame, for video segments; None otherwise.
+        sizes: each frame's own (h, w) when a frame was decoded smaller than it was sent (the
+            JPEG decoder's DCT-domain downscaling for a letterbox engine); None: the frames'
+            own shapes.
     """
 
-    frames: list[np.ndarray]
+    frames: Sequence[np.ndarray | Deferred]
     pts: list[float] | None = None
+    sizes: list[tuple[int, int]] | None = None
+
+    @staticmethod
+    def join(clips: Sequence[Clip]) -> Clip:
+        """Image clips (multipart parts, OIP BYTES elements) as one clip, sizes kept."""
+        frames = [frame for clip in clips for frame in clip.frames]
+        if all(clip.sizes is None for clip in clips):
+            return Clip(frames)
+        sizes = [size for clip in clips
+                 for size in (clip.sizes or [(f.shape[0], f.shape[1]) for f in clip.frames])]
+        return Clip(frames, sizes=sizes)
+
+
+@dataclass(frozen=True, slots=True)
+class DeferredJpeg:
+    """A JPEG frame whose header was read and checked; decoded later, into the buffer it goes to.
+
+    Only `decode(..., lazy=True)` returns these, so the decoder can write straight into a
+    chunk's uint8 staging slot instead of into an array that is then copied there.
+
+    Attributes:
+        body: the JPEG bytes.
+        shape: `(h, w, 3)`, the pixels it decodes to.
+        config: the limits (for the Pillow fallback).
+    """
+
+    body: bytes | bytearray
+    shape: tuple[int, int, int]
+    config: HandlerConfig
+
+    def decode_into(self, out: np.ndarray) -> None:
+        """Writes the pixels into `out` (`[h, w, 3]`): decoded in place when `out` is contiguous
+        uint8, otherwise decoded and copied (converting to `out`'s dtype).
+
+        Raises:
+            CorruptFrame: the body past its header cannot be decoded.
+        """
+        if out.dtype == np.uint8 and out.flags.c_contiguous and jpeg.decode_into(self.body, out):
+            return
+        decoded = jpeg.decode(self.body, lambda h, w: None)
+        pixels = decoded[0] if decoded is not None else _decode_image(self.body, "JPEG", self.config)
+        np.copyto(out, pixels)
 
 
 def decode(body: object, content_type: str | None, headers: Mapping[str, str],
-           config: HandlerConfig) -> Clip:
+           config: HandlerConfig, lazy: bool = False) -> Clip:
     """Decodes one request (or one multipart part) into its frames.
 
     Args:
@@ -67,6 +114,8 @@ def decode(body: object, content_type: str | None, headers: Mapping[str, str],
         content_type: the body's Content-Type; None or a generic one: found from the bytes.
         headers: request headers, names in lower case.
         config: the limits to enforce.
+        lazy: a JPEG that libjpeg-turbo takes (with `resize: pad`) comes back as a
+            `DeferredJpeg`, checked from its header but not decoded yet.
 
     Raises:
         FrameError: the request cannot be served; its status says why.
@@ -80,7 +129,14 @@ def decode(body: object, content_type: str | None, headers: Mapping[str, str],
     if not body:
         raise EmptyFrame("the request body is empty")
     fmt = resolve(body, content_type, headers)
-    if fmt is Format.JPEG or fmt is Format.PNG:
+    if fmt is Format.JPEG:
+        if lazy and config.resize is Resize.PAD:
+            size = jpeg.header(body, lambda h, w: check_clip(1, h, w, config))
+            if size is not None:
+                return Clip([DeferredJpeg(body, (*size, 3), config)])
+        pixels, size = _decode_jpeg(body, config)
+        return Clip([pixels], sizes=None if pixels.shape[:2] == size else [size])
+    if fmt is Format.PNG:
         return Clip([_decode_image(body, fmt.name, config)])
     if fmt is Format.NPY:
         return Clip(_decode_npy(body, config))
@@ -106,6 +162,29 @@ def check_clip(frames: int, height: int, width: int, config: HandlerConfig) -> N
             f"clip of {frames} frames of {width}x{height} holds {frames * height * width} pixels, "
             f"above the maximum {config.max_clip_pixels}"
         )
+
+
+def _decode_jpeg(body: bytes | bytearray, config: HandlerConfig) -> tuple[np.ndarray, tuple[int, int]]:
+    """libjpeg-turbo first (DCT-domain downscaling for a letterbox engine), Pillow as the fallback.
+
+    Returns:
+        The pixels and the frame's own (h, w); the pixels are smaller when decoded for a
+        letterbox engine whose input is at most half the frame.
+    """
+    input_size = config.input_size if config.resize is Resize.LETTERBOX else None
+
+    def target(height: int, width: int) -> tuple[int, int]:
+        assert input_size is not None
+        return letterbox_size(height, width, input_size)
+
+    def check(height: int, width: int) -> None:
+        check_clip(1, height, width, config)
+
+    decoded = jpeg.decode(body, check, target if input_size is not None else None)
+    if decoded is not None:
+        return decoded
+    pixels = _decode_image(body, "JPEG", config)
+    return pixels, pixels.shape[:2]
 
 
 def _decode_image(body: bytes | bytearray, fmt: str, config: HandlerConfig) -> np.ndarray:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 from handler.config import HandlerConfig
+from handler.layout import Layout
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,39 +17,47 @@ class Chunk:
     """Frames that go through one forward together.
 
     Attributes:
-        shape: the slot size (Hb, Wb) the frames are padded to.
+        key: the layout's slot (Hb, Wb) for these frames (`Layout.key`).
         items: indexes into the batch's flat list of frames.
     """
 
-    shape: tuple[int, int]
+    key: tuple[int, int]
     items: tuple[int, ...]
 
 
 class ChunkPlanner:
-    """Splits a batch's frames into chunks; remembers the chunk size that fit after an OOM."""
+    """Splits a batch's frames into chunks; remembers the chunk size that fit after an OOM.
 
-    def __init__(self, config: HandlerConfig) -> None:
+    Every size comes from the layout: the slot a frame goes to, the rows a chunk allocates and
+    what that costs, so the budget and the learned limits are about what is really allocated.
+    """
+
+    def __init__(self, config: HandlerConfig, layout: Layout) -> None:
         self._config = config
+        self._layout = layout
         self._learned: dict[tuple[int, int], int] = {}
 
-    def limit(self, shape: tuple[int, int]) -> int:
-        """Most frames of slot size `shape` one forward may take."""
-        limit = min(self._config.max_chunk, self._learned.get(shape, math.inf))
+    def limit(self, key: tuple[int, int]) -> int:
+        """Most frames of slot `key` one forward may take."""
+        limit = min(self._config.max_chunk, self._learned.get(key, self._config.max_chunk))
         if self._config.memory_budget_bytes is not None:
-            per_frame = shape[0] * shape[1] * self._config.bytes_per_pixel
-            limit = min(limit, self._config.memory_budget_bytes // per_frame)
-        return max(1, int(limit))
+            limit = self._layout.max_frames(key, self._config.memory_budget_bytes,
+                                            self._config.bytes_per_pixel, limit)
+        return max(1, limit)
 
-    def learn(self, shape: tuple[int, int], fits: int) -> None:
-        """Records that `fits` frames of slot size `shape` is the most to try from now on."""
-        self._learned[shape] = min(self._learned.get(shape, fits), max(1, fits))
+    def learn(self, key: tuple[int, int], fits: int) -> None:
+        """Records that `fits` frames of slot `key` is the most to try from now on."""
+        self._learned[key] = min(self._learned.get(key, fits), max(1, fits))
 
-    def plan(self, groups: dict[tuple[int, int], list[int]]) -> list[Chunk]:
-        """Chunks for frames grouped by slot size, each at most `limit(shape)` long."""
+    def plan(self, sizes: Sequence[tuple[int, int]]) -> list[Chunk]:
+        """Chunks for frames of the given (h, w), grouped by slot, each at most `limit(key)` long."""
+        groups: dict[tuple[int, int], list[int]] = {}
+        for i, (h, w) in enumerate(sizes):
+            groups.setdefault(self._layout.key(h, w), []).append(i)
         chunks: list[Chunk] = []
-        for shape, items in groups.items():
-            size = self.limit(shape)
-            chunks.extend(Chunk(shape, tuple(items[i:i + size])) for i in range(0, len(items), size))
+        for key, items in groups.items():
+            size = self.limit(key)
+            chunks.extend(Chunk(key, tuple(items[i:i + size])) for i in range(0, len(items), size))
         return chunks
 
 
@@ -85,6 +95,13 @@ class Staging:
             self._copied = torch.cuda.Event()  # type: ignore[no-untyped-call]
             self._copied.record()
         return moved
+
+    def upload_small(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A small host tensor on the device without a host sync (pinned, non-blocking on CUDA)."""
+        if self._device.type == "cpu":
+            return tensor
+        # The caching host allocator keeps the pinned block until the copy has run.
+        return tensor.pin_memory().to(self._device, non_blocking=True)
 
 
 def peak_memory(device: torch.device) -> int:

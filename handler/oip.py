@@ -251,17 +251,19 @@ def _encoded(shape: list[int], data: object, headers: Mapping[str, str], config:
             f"BYTES input of {count} elements holds a video segment (element {segments[0]}): send "
             "a segment alone, as BYTES of shape [1], or several encoded images (JPEG, PNG, npy)"
         )
-    frames = []
+    clips = []
     for index, element in enumerate(elements):
         try:
-            frames.extend(decode_body(element, None, headers, config).frames)
+            clips.append(decode_body(element, None, headers, config))
         except FrameError as err:
             raise type(err)(f"BYTES element {index}: {err}") from None
+    joined = Clip.join(clips)
+    frames = joined.frames
     if len(frames) > config.max_clip_frames:
         raise ClipTooLarge(f"{len(frames)} frames are above the maximum {config.max_clip_frames} per clip")
     if sum(f.shape[0] * f.shape[1] for f in frames) > config.max_clip_pixels:
         raise ClipTooLarge(f"the {len(frames)} frames hold more than {config.max_clip_pixels} pixels")
-    return Clip(frames)
+    return joined
 
 
 def _elements(data: object, count: int) -> list[bytes]:

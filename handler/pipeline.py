@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -13,16 +15,26 @@ import numpy as np
 import torch
 
 from handler import encode
-from handler.collate import bucket, collate, letterbox, to_model_input, unpad
-from handler.config import HandlerConfig, Resize
-from handler.errors import BadHeader, DeviceOutOfMemory, FrameError, InternalError, StaleFrame
+from handler.collate import Normalizer, PaddedBatch, collate
+from handler.config import HandlerConfig
+from handler.errors import (
+    BadHeader,
+    DeviceOutOfMemory,
+    FrameError,
+    InternalError,
+    StaleFrame,
+)
 from handler.frames import Clip
+from handler.layout import Deferred, Layout, Placement, layout_for
 from handler.memory import Chunk, ChunkPlanner, Staging, peak_memory, reset_peak_memory
 from handler.requests import Request
 
 logger = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
+# Below this many input pixels a chunk is copied on the calling thread: handing rows to the
+# pool costs more than it saves.
+_PARALLEL_COLLATE_PIXELS = 1 << 20
 FrameResult = dict[str, Any]
 
 
@@ -53,8 +65,10 @@ class Pipeline:
         self._config = config
         self._device = device
         self._clock = clock
-        self._planner = ChunkPlanner(config)
+        self._layout: Layout = layout_for(config)
+        self._planner = ChunkPlanner(config, self._layout)
         self._staging = Staging(device)
+        self._normalizer = Normalizer(config.normalize, device)
         # Pillow and NumPy release the GIL while decoding and copying: decode a batch in parallel.
         self._decoders = ThreadPoolExecutor(config.decode_threads, thread_name_prefix="decode")
 
@@ -64,7 +78,8 @@ class Pipeline:
         reset_peak_memory(self._device)
         started = self._clock()
         results: list[list[FrameResult | None] | FrameError] = []
-        frames: list[np.ndarray] = []
+        frames: list[np.ndarray | Deferred] = []
+        originals: list[tuple[int, int]] = []
         owners: list[tuple[int, int]] = []
         clips = list(self._decoders.map(lambda request: self._decode(request, started), requests))
         for index, clip in enumerate(clips):
@@ -73,13 +88,14 @@ class Pipeline:
                 continue
             results.append([None] * len(clip.frames))
             frames.extend(clip.frames)
+            originals.extend(clip.sizes or [f.shape[:2] for f in clip.frames])
             owners.extend((index, n) for n in range(len(clip.frames)))
         # A request's frames: its clip length once decoded, 1 when it could not be decoded.
         frame_counts = [len(r) if isinstance(r, list) else 1 for r in results]
         stats.frames = sum(frame_counts)
 
-        for chunk in self._planner.plan(self._group(frames)):
-            for item, result in zip(chunk.items, self._infer(chunk, frames, stats)):
+        for chunk in self._planner.plan(originals):
+            for item, result in zip(chunk.items, self._infer(chunk, frames, originals, stats)):
                 index, n = owners[item]
                 slots, clip = results[index], clips[index]
                 if isinstance(slots, FrameError) or isinstance(clip, FrameError):
@@ -104,7 +120,9 @@ class Pipeline:
     def _decode(self, request: Request, started: float) -> Clip | FrameError:
         try:
             self._check_age(request.headers, started)
-            return request.decode(self._config)
+            # With uint8 staging (CUDA), JPEG is decoded later, straight into its staging slot.
+            clip = request.decode(self._config, lazy=self._staging.dtype == torch.uint8)
+            return self._fit(clip)
         except FrameError as err:
             return err
         except Exception:  # a decoder bug must not sink the batch-mates
@@ -125,68 +143,107 @@ class Pipeline:
         if age_ms > limit:
             raise StaleFrame(f"frame was {age_ms:.0f} ms old at batch start (limit {limit:.0f} ms)")
 
-    def _group(self, frames: list[np.ndarray]) -> dict[tuple[int, int], list[int]]:
-        groups: dict[tuple[int, int], list[int]] = {}
-        for i, frame in enumerate(frames):
-            letterboxed = self._config.input_size if self._config.resize is Resize.LETTERBOX else None
-            key = letterboxed or bucket(frame.shape[0], frame.shape[1], self._config.size_divisor)
-            groups.setdefault(key, []).append(i)
-        return groups
+    def _fit(self, clip: Clip) -> Clip:
+        """The clip's frames as their slots take them (letterbox: resized, in uint8, here in the
+        decode threads); `sizes` keeps each frame's own size."""
+        original = clip.sizes or [f.shape[:2] for f in clip.frames]
+        fitted = [self._layout.fit(f, size) for f, size in zip(clip.frames, original)]
+        return dataclasses.replace(clip, frames=fitted, sizes=original)
 
-    def _infer(self, chunk: Chunk, frames: list[np.ndarray], stats: BatchStats
-               ) -> list[FrameResult | FrameError]:
-        """Runs one chunk; on device OOM halves it, remembers the limit and retries."""
+    def _infer(self, chunk: Chunk, frames: list[np.ndarray | Deferred], originals: list[tuple[int, int]],
+               stats: BatchStats) -> list[FrameResult | FrameError]:
+        """Runs one chunk; on device OOM halves it (when that allocates less), remembers the
+        limit and retries. Statistics are counted once the chunk succeeded."""
+        placement = self._layout.place(chunk.key, [originals[i] for i in chunk.items])
         try:
-            return list(self._forward([frames[i] for i in chunk.items], stats))
+            results = self._forward([frames[i] for i in chunk.items], placement)
         except torch.cuda.OutOfMemoryError:
-            logger.warning("device out of memory on %d frames of %s", len(chunk.items), chunk.shape)
+            logger.warning("device out of memory on %d frames in %s", len(chunk.items), chunk.key)
         except Exception:
             logger.exception("the model failed on a chunk of %d frames", len(chunk.items))
             return [InternalError("the model failed on this frame's chunk; see the worker log")
                     ] * len(chunk.items)
+        else:
+            stats.chunks += 1
+            stats.tensor_pixels += placement.tensor_pixels
+            stats.padded_pixels += placement.padded_pixels
+            return results
         # Outside the except block, so the failed attempt's tensors are already released.
         if self._device.type == "cuda":
             torch.cuda.empty_cache()
         if len(chunk.items) == 1:
             return [DeviceOutOfMemory("the device ran out of memory on this frame alone")]
+        if not self._layout.split_helps(chunk.key, len(chunk.items)):
+            # A fixed-batch engine allocates static_batch rows of the same slot whatever the
+            # frame count: a smaller chunk needs the same memory, so retrying cannot help.
+            return [DeviceOutOfMemory(
+                f"the device ran out of memory on a chunk of static_batch = {placement.rows} "
+                f"rows of {placement.slot[1]}x{placement.slot[0]}; fewer frames allocate the same")
+            ] * len(chunk.items)
         half = len(chunk.items) // 2
-        self._planner.learn(chunk.shape, half)
+        self._planner.learn(chunk.key, half)
         stats.oom_splits += 1
-        return (self._infer(Chunk(chunk.shape, chunk.items[:half]), frames, stats)
-                + self._infer(Chunk(chunk.shape, chunk.items[half:]), frames, stats))
+        return (self._infer(Chunk(chunk.key, chunk.items[:half]), frames, originals, stats)
+                + self._infer(Chunk(chunk.key, chunk.items[half:]), frames, originals, stats))
 
-    def _forward(self, frames: list[np.ndarray], stats: BatchStats) -> list[FrameResult]:
-        config = self._config
-        buckets = [bucket(f.shape[0], f.shape[1], config.size_divisor) for f in frames]
-        shape = (max(h for h, _ in buckets), max(w for _, w in buckets))
-        rows = max(len(frames), config.static_batch or 0)
-        batch = collate(frames, shape, rows, out=self._staging.take((rows, *shape, 3)))
-        stats.chunks += 1
+    def _forward(self, frames: list[np.ndarray | Deferred], placement: Placement) -> list[FrameResult | FrameError]:
+        # Large chunks are copied (and converted to float on CPU) by the decode threads in parallel.
+        parallel = self._decoders.map if placement.tensor_pixels >= _PARALLEL_COLLATE_PIXELS else map
+        batch = collate(frames, placement, self._staging.take((placement.rows, *placement.slot, 3)), parallel)
         with torch.inference_mode():
-            x = to_model_input(self._staging.upload(batch.tensor), config.normalize)
-            sizes, original, model_hw = batch.sizes, None, shape
-            if config.resize is Resize.LETTERBOX:
-                assert config.input_size is not None  # HandlerConfig requires it with letterbox
-                x, sizes = letterbox(x, batch.sizes, config.input_size)
-                original, model_hw = batch.sizes, config.input_size
-            valid = sum(h * w for h, w in sizes)
-            stats.tensor_pixels += rows * model_hw[0] * model_hw[1]
-            stats.padded_pixels += rows * model_hw[0] * model_hw[1] - valid
-            args: tuple[torch.Tensor, ...] = (x,)
-            if config.pass_sizes:
-                padded_sizes = list(sizes) + [model_hw] * (rows - len(sizes))
-                args = (x, torch.tensor(padded_sizes, dtype=torch.int64, device=x.device))
-            outputs = _named(self._model(*args), config.output_names)
-            per_frame: list[FrameResult] = [
-                {"width": w, "height": h, "outputs": {}} for h, w in batch.sizes
-            ]
-            for name, tensor in outputs.items():
-                if tensor.shape[0] != rows:
-                    raise ValueError(f"model output {name!r} has {tensor.shape[0]} rows for {rows} inputs")
-                values = unpad(tensor.detach().cpu(), model_hw, sizes, original)
-                for result, value in zip(per_frame, values):
-                    result["outputs"][name] = value
-        return per_frame
+            flat, specs = self._on_device(batch)
+            host = [tensor.cpu() for tensor in flat]  # one transfer per output dtype (one, usually)
+        per_frame: list[FrameResult] = [
+            {"width": w, "height": h, "outputs": {}} for h, w in placement.original
+        ]
+        for name, tensor in _unflatten(host, specs):
+            for result, value in zip(per_frame, self._layout.unpad(tensor, placement)):
+                result["outputs"][name] = value
+        return [batch.failed.get(i, result) for i, result in enumerate(per_frame)]
+
+    def _on_device(self, batch: PaddedBatch) -> tuple[list[torch.Tensor], list[_Spec]]:
+        """Upload, normalise, forward, and gather the outputs' real rows: no host sync in here.
+
+        Returns:
+            One flat tensor per output dtype (still on the device) and where each output lies in it.
+        """
+        placement = batch.placement
+        x = self._normalizer(self._staging.upload(batch.tensor))
+        args: tuple[torch.Tensor, ...] = (x,)
+        if self._config.pass_sizes:
+            sizes = torch.tensor(list(placement.sizes) + [placement.slot] * (placement.rows - len(batch)),
+                                 dtype=torch.int64)
+            args = (x, self._staging.upload_small(sizes))
+        outputs = _named(self._model(*args), self._config.output_names)
+        n = len(batch)
+        groups: dict[torch.dtype, list[torch.Tensor]] = {}
+        specs: list[_Spec] = []
+        for name, tensor in outputs.items():
+            if tensor.dim() == 0 or tensor.shape[0] != placement.rows:
+                rows = tensor.shape[0] if tensor.dim() else "no"
+                raise ValueError(f"model output {name!r} has {rows} rows for {placement.rows} inputs")
+            real = tensor.detach()[:n]
+            group = groups.setdefault(real.dtype, [])
+            offset = sum(t.numel() for t in group)
+            specs.append(_Spec(name, list(groups).index(real.dtype), offset, tuple(real.shape)))
+            group.append(real.reshape(-1))
+        return [torch.cat(group) if len(group) > 1 else group[0] for group in groups.values()], specs
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    """Where one named output lies in the gathered flat tensors: `flat[group][offset:...]`."""
+
+    name: str
+    group: int
+    offset: int
+    shape: tuple[int, ...]
+
+
+def _unflatten(host: list[torch.Tensor], specs: list[_Spec]) -> list[tuple[str, torch.Tensor]]:
+    """The named outputs back from the flat host tensors, in the model's order (views, no copy)."""
+    return [(s.name, host[s.group][s.offset:s.offset + math.prod(s.shape)].view(s.shape))
+            for s in specs]
 
 
 def _named(raw: Any, names: tuple[str, ...] | None) -> dict[str, torch.Tensor]:

@@ -98,8 +98,8 @@ class Request:
     model: str = ""
     refused: FrameError | None = None
 
-    def decode(self, config: HandlerConfig) -> Clip:
-        """The request's frames, in order.
+    def decode(self, config: HandlerConfig, lazy: bool = False) -> Clip:
+        """The request's frames, in order (`lazy`: see `handler.frames.decode`).
 
         Raises:
             FrameError: the request cannot be served; its status says why.
@@ -111,7 +111,7 @@ class Request:
                 raise oip.BadInferenceRequest("the request was not parsed as an inference request")
             return oip.decode(self.body, self.headers, config)
         if not self.parts:
-            return decode(self.body, self.content_type, self.headers, config)
+            return decode(self.body, self.content_type, self.headers, config, lazy)
         if len(self.parts) > config.max_clip_frames:
             raise ClipTooLarge(f"form of {len(self.parts)} file parts is above the maximum "
                                f"{config.max_clip_frames} frames per clip")
@@ -120,21 +120,22 @@ class Request:
             raise BadForm(f"the form's part {segments[0][:32]!r} is a video segment among "
                           f"{len(self.parts)} file parts: send a segment as the only file part, "
                           "or several encoded images (one frame each)")
-        clips = [self._decode_part(part, config) for part in self.parts]
+        clips = [self._decode_part(part, config, lazy) for part in self.parts]
         if len(clips) == 1:
             return clips[0]  # keeps a video segment's pts
-        frames = [frame for clip in clips for frame in clip.frames]
+        joined = Clip.join(clips)
+        frames = joined.frames
         if len(frames) > config.max_clip_frames:
             raise ClipTooLarge(f"form of {len(frames)} frames is above the maximum "
                                f"{config.max_clip_frames} frames per clip")
         if sum(f.shape[0] * f.shape[1] for f in frames) > config.max_clip_pixels:
             raise ClipTooLarge(f"the form's {len(frames)} frames hold more than "
                                f"{config.max_clip_pixels} pixels")
-        return Clip(frames)
+        return joined
 
-    def _decode_part(self, part: Part, config: HandlerConfig) -> Clip:
+    def _decode_part(self, part: Part, config: HandlerConfig, lazy: bool) -> Clip:
         try:
-            return decode(part.body, part.content_type, self.headers, config)
+            return decode(part.body, part.content_type, self.headers, config, lazy)
         except FrameError as err:
             raise type(err)(f"part {part.name!r}: {err}") from None
 

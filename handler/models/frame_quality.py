@@ -3,6 +3,11 @@
 Over each frame's valid pixels only, with luma Y = 0.299 R + 0.587 G + 0.114 B:
 brightness = mean(Y), contrast = population std(Y), sharpness = population variance of the
 4-neighbour Laplacian of Y over the interior pixels (0 when the frame has no interior).
+
+The whole chunk is computed at once: each frame's area is a row mask and a column mask built on
+the device from `sizes` (no mask as large as the frames), and every sum runs along rows, so a
+frame's values do not depend on its batch-mates (checked on the CPU). No value is read back to
+the host per frame, so a CUDA forward never waits on the device.
 """
 
 from __future__ import annotations
@@ -21,24 +26,37 @@ class FrameQuality(nn.Module):
         self.register_buffer("luma", torch.tensor([0.299, 0.587, 0.114]))
 
     def forward(self, pixels: Tensor, sizes: Tensor) -> Dict[str, Tensor]:
+        height, width = pixels.shape[2], pixels.shape[3]
         luma = pixels.permute(0, 2, 3, 1) @ self.luma  # [N, H, W]; one pass on channels-last input
-        brightness = torch.zeros(pixels.shape[0], dtype=luma.dtype, device=luma.device)
-        contrast = torch.zeros_like(brightness)
+        h = sizes[:, 0].clamp(0, height)
+        w = sizes[:, 1].clamp(0, width)
+        brightness, variance = _mean_var(luma, h, w)
         sharpness = torch.zeros_like(brightness)
-        # Per frame over its own crop: padding never enters a sum, whatever the batch-mates.
-        for i in range(pixels.shape[0]):
-            h, w = int(sizes[i, 0]), int(sizes[i, 1])
-            if h <= 0 or w <= 0:
-                continue
-            y = luma[i, :h, :w]
-            variance, mean = torch.var_mean(y, unbiased=False)
-            brightness[i] = mean
-            contrast[i] = variance.sqrt()
-            if h >= 3 and w >= 3:
-                lap = y[:-2, 1:-1] + y[2:, 1:-1]  # in place from here: one temporary per frame
-                lap.add_(y[1:-1, :-2]).add_(y[1:-1, 2:]).add_(y[1:-1, 1:-1], alpha=-4.0)
-                sharpness[i] = torch.var(lap, unbiased=False)
-        return {"brightness": brightness, "contrast": contrast, "sharpness": sharpness}
+        if height >= 3 and width >= 3:
+            lap = luma[:, :-2, 1:-1] + luma[:, 2:, 1:-1]
+            lap.add_(luma[:, 1:-1, :-2]).add_(luma[:, 1:-1, 2:]).add_(luma[:, 1:-1, 1:-1], alpha=-4.0)
+            # Laplacian index (r, c) is the pixel (r + 1, c + 1): interior when r < h - 2, c < w - 2.
+            _, sharpness = _mean_var(lap, (h - 2).clamp(min=0), (w - 2).clamp(min=0))
+        return {"brightness": brightness, "contrast": variance.sqrt(), "sharpness": sharpness}
+
+
+def _mean_var(values: Tensor, h: Tensor, w: Tensor) -> tuple[Tensor, Tensor]:
+    """Mean and population variance of `values[i, :h[i], :w[i]]` for each i, two-pass; 0 where empty.
+
+    Padding never enters a sum: columns past a frame's width are zeroed by a column mask before
+    each row is summed, rows past its height by a row mask on the row sums. Every sum runs along
+    one frame's rows, so a frame's result does not depend on its batch-mates.
+    """
+    n, height, width = values.shape[0], values.shape[1], values.shape[2]
+    rows = (torch.arange(height, device=values.device).view(1, height) < h.view(n, 1)).to(values.dtype)
+    cols = (torch.arange(width, device=values.device).view(1, 1, width) < w.view(n, 1, 1)).to(values.dtype)
+    count = (h * w).to(values.dtype)
+    safe = count.clamp(min=1.0)
+    mean = ((values * cols).sum(dim=2) * rows).sum(dim=1) / safe
+    deviation = (values - mean.view(n, 1, 1)).mul_(cols).square_()
+    variance = (deviation.sum(dim=2) * rows).sum(dim=1) / safe
+    empty = count <= 0
+    return mean.masked_fill(empty, 0.0), variance.masked_fill(empty, 0.0)
 
 
 def build() -> torch.jit.ScriptModule:

@@ -5,6 +5,7 @@ import logging
 
 import numpy as np
 import pytest
+import torch
 import yaml
 from ts.context import Context, RequestProcessor
 from ts.metrics.metric_cache_yaml_impl import MetricsCacheYamlImpl
@@ -150,3 +151,46 @@ def test_peak_device_memory_is_zero_on_cpu(quality, caplog):
     with caplog.at_level(logging.INFO):
         _serve(handler, context, [(support.png(support.frame(20, 20)), "image/png", {})])
     assert "video_device_memory_peak_bytes.Bytes:0|#ModelName:frame_quality,Level:Model" in caplog.text
+
+
+class _NanModel(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean = x.mean(dim=(1, 2, 3))
+        return mean * float("nan"), torch.stack([mean, mean * float("inf")], dim=1)
+
+
+def test_a_model_returning_nan_and_inf_answers_json_null(model_dir):
+    torch.jit.script(_NanModel()).save(str(model_dir / "nan_model.pt"))
+    context = _context(model_dir, "frame_quality", "nan_model.pt",
+                       {"size_divisor": 4, "output_names": ["score", "pair"]})
+    handler = VideoFrameHandler()
+    handler.initialize(context)
+    pixels = np.full((4, 4, 3), 9, np.uint8)
+    [body] = _serve(handler, context, [(support.npy(pixels), "application/x-npy", {})])
+    assert context.get_response_status(0)[0] == 200
+    assert json.loads(body)["frames"] == [
+        {"width": 4, "height": 4, "outputs": {"score": None, "pair": [9.0, None]}}]
+
+
+def test_padding_and_chunks_come_from_the_layout(quality, caplog):
+    handler, context = quality
+    frames = [support.frame(720, 1280, i) for i in range(3)]
+    with caplog.at_level(logging.INFO):
+        _serve(handler, context, [(support.jpeg(f), "image/jpeg", {}) for f in frames])
+    assert [context.get_response_status(i)[0] for i in range(3)] == [200] * 3
+    # 720 rows in a 736-row slot (size_divisor 32): 16 / 736 of every tensor is padding
+    assert f"video_padding_ratio.Ratio:{16 / 736}|" in caplog.text
+    assert "batch: 3 requests, 3 frames in 1 chunks" in caplog.text
+
+
+def test_the_fixed_batch_engine_letterboxes_a_1080p_jpeg_decoded_small(model_dir):
+    context = _context(model_dir, "fixed_batch_cnn", "fixed_batch_cnn.pt2")
+    handler = VideoFrameHandler()
+    handler.initialize(context)
+    body = support.jpeg(support.frame(1080, 1920, 5))
+    bodies = _serve(handler, context, [(body, "image/jpeg", {}), (support.png(support.frame(50, 60)), "image/png", {})])
+    assert [context.get_response_status(i)[0] for i in range(2)] == [200, 200]
+    first = json.loads(bodies[0])["frames"][0]
+    assert (first["width"], first["height"]) == (1920, 1080) and len(first["outputs"]["scores"]) == 10
+    # the pipeline's own slot for this engine is 16 x 128 x 128, whatever the source size
+    assert handler.pipeline._staging._buffer.numel() == 16 * 128 * 128 * 3

@@ -1,3 +1,5 @@
+import io
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -34,12 +36,50 @@ def test_jpeg_decodes_to_rgb_of_its_size():
 @pytest.mark.parametrize("mode", ["L", "RGBA", "P", "LA"])
 def test_grey_rgba_and_palette_png_become_rgb(mode):
     image = Image.fromarray(support.frame(20, 30)).convert(mode)
-    [out] = _decode(support.png(np.asarray(image.convert("RGB"))) if mode == "P" else _png(image), "image/png")
+    body = _png(image)
+    with Image.open(io.BytesIO(body)) as sent:
+        assert sent.mode == mode  # the body really is a grey / RGBA / palette / grey+alpha PNG
+    [out] = _decode(body, "image/png")
     np.testing.assert_array_equal(out, np.asarray(image.convert("RGB")))
 
 
+def test_jpeg_decodes_like_pillow_from_a_bytearray():
+    body = support.jpeg(support.frame(720, 1280, 2))
+    clip = decode(bytearray(body), "image/jpeg", {}, CONFIG)
+    np.testing.assert_array_equal(clip.frames[0], support.decoded(body))
+    assert clip.sizes is None
+
+
+@pytest.mark.parametrize("mode", ["L", "CMYK"])
+def test_grey_and_cmyk_jpeg_become_rgb_as_pillow_converts_them(mode):
+    image = Image.fromarray(support.frame(40, 50)).convert(mode)
+    buf = io.BytesIO()
+    image.save(buf, format="JPEG")
+    [out] = _decode(buf.getvalue(), "image/jpeg")
+    assert out.shape == (40, 50, 3)
+    np.testing.assert_array_equal(out, np.asarray(Image.open(io.BytesIO(buf.getvalue())).convert("RGB")))
+
+
+def test_jpeg_limits_are_checked_from_the_header():
+    body = support.jpeg(np.zeros((8, 2000, 3), np.uint8))
+    with pytest.raises(FrameTooLarge, match="frame 2000x8 is above the maximum 1920x1080"):
+        _decode(body, "image/jpeg")
+
+
+@pytest.mark.parametrize(("input_size", "decoded"), [
+    ([128, 128], (90, 160)),    # fitted 72x128: 1/8 of 720x1280 is still at least that
+    ([400, 400], (360, 640)),   # fitted 225x400: 1/2 (1/4 would be 180x320, too small)
+    ([640, 640], (360, 640)),   # fitted 360x640: exactly half
+    ([700, 700], (720, 1280)),  # fitted 394x700 is more than half: decoded at full size
+])
+def test_letterbox_engines_get_jpeg_shrunk_in_the_dct_domain(input_size, decoded):
+    config = HandlerConfig.from_mapping({"resize": "letterbox", "input_size": input_size})
+    clip = decode(support.jpeg(support.frame(720, 1280)), "image/jpeg", {}, config)
+    assert clip.frames[0].shape == (*decoded, 3)
+    assert clip.sizes == (None if decoded == (720, 1280) else [(720, 1280)])
+
+
 def _png(image):
-    import io
     buf = io.BytesIO()
     image.save(buf, format="PNG")
     return buf.getvalue()

@@ -1,4 +1,5 @@
 import json
+import math
 
 import numpy as np
 import pytest
@@ -165,7 +166,7 @@ def static_engine():
 
 
 def test_the_static_engine_refuses_other_batches(static_engine):
-    with pytest.raises(Exception, match="16"):
+    with pytest.raises(AssertionError, match=r"^Guard failed: x\.size\(\)\[0\] == 16$"):
         static_engine(torch.zeros(32, 3, 128, 128))
 
 
@@ -184,3 +185,78 @@ def test_static_batch_pads_chunks_and_drops_padded_rows(static_engine):
         np.testing.assert_allclose(a["outputs"]["scores"], b["outputs"]["scores"], rtol=1e-5, atol=1e-6)
     mixed = [_npy_request(support.frame(h, w, 1), 0) for h, w in [(480, 640), (1080, 1920), (33, 97)]]
     assert [r.status for r in pipeline.run(mixed)[0]] == [200, 200, 200]
+
+
+@pytest.mark.parametrize(("raw", "names", "expected"), [
+    (lambda x: x.mean(dim=(1, 2, 3)), None, {"output": 2.0}),
+    (lambda x: x.mean(dim=(1, 2, 3)), ["score"], {"score": 2.0}),
+    (lambda x: (x.mean(dim=(1, 2, 3)), x.amax(dim=(2, 3))), None,
+     {"output_0": 2.0, "output_1": [1.0, 2.0, 3.0]}),
+    (lambda x: (x.mean(dim=(1, 2, 3)), x.amax(dim=(2, 3))), ["mean", "peak"],
+     {"mean": 2.0, "peak": [1.0, 2.0, 3.0]}),
+    (lambda x: {"b": x.amin(dim=(1, 2, 3)), "a": x[:, 0, 0, 0].long()}, ["ignored"], {"b": 1.0, "a": 1}),
+])
+def test_output_naming(raw, names, expected):
+    config = HandlerConfig.from_mapping({"size_divisor": 4, **({} if names is None else {"output_names": names})})
+    pixels = np.broadcast_to(np.array([1, 2, 3], np.uint8), (4, 4, 3)).copy()
+    [response], _ = Pipeline(raw, config).run([_npy_request(pixels, 0)])
+    assert response.status == 200
+    assert json.loads(response.body)["frames"][0]["outputs"] == expected
+
+
+def test_output_names_that_do_not_match_the_model_fail_its_chunk_only():
+    config = HandlerConfig.from_mapping({"output_names": ["a", "b", "c"]})
+    responses, stats = Pipeline(lambda x: (x.mean(), x.sum()), config).run([_npy_request(support.frame(8, 8), 0)])
+    assert [r.status for r in responses] == [500] and stats.rejected == {"internal": 1}
+
+
+def test_a_model_returning_nan_or_inf_answers_valid_json_with_null():
+    def model(x):
+        n = x.shape[0]
+        nan = torch.full((n,), math.nan)
+        return {"nan": nan, "inf": torch.full((n,), math.inf), "mixed": torch.tensor([[1.0, -math.inf]] * n),
+                "fine": torch.ones(n)}
+
+    [response], _ = Pipeline(model, HandlerConfig()).run([_npy_request(support.frame(8, 8), 0)])
+    assert response.status == 200
+    assert "NaN" not in response.body and "Infinity" not in response.body
+    outputs = json.loads(response.body)["frames"][0]["outputs"]
+    assert outputs == {"nan": None, "inf": None, "mixed": [1.0, None], "fine": 1.0}
+
+
+def test_frame_quality_reads_only_each_frames_own_area(quality_model):
+    frames = [support.frame(97, 131, 1), support.frame(2, 5, 2), support.frame(64, 160, 3)]
+    x = torch.full((4, 3, 128, 160), 77.0)  # padding full of garbage, and a padded row
+    for i, f in enumerate(frames):
+        x[i, :, : f.shape[0], : f.shape[1]] = torch.from_numpy(f.copy()).permute(2, 0, 1).float()
+    sizes = torch.tensor([[97, 131], [2, 5], [64, 160], [0, 0]])
+    out = quality_model(x.contiguous(memory_format=torch.channels_last), sizes)
+    for i, f in enumerate(frames):
+        support.assert_quality({k: float(v[i]) for k, v in out.items()}, f)
+    assert out["sharpness"][1].item() == 0.0  # 2 rows: no interior
+    assert [out[k][3].item() for k in ("brightness", "contrast", "sharpness")] == [0.0, 0.0, 0.0]
+
+
+def test_with_uint8_staging_jpeg_is_decoded_in_its_slot_and_a_broken_one_fails_alone(quality_model):
+    pipeline = Pipeline(quality_model, QUALITY)
+    pipeline._staging.dtype = torch.uint8  # as on CUDA: frames travel to the device as uint8
+    full = support.jpeg(support.frame(72, 128, 1))  # as wide as its 96x128 slot: decoded in place
+    narrow = support.jpeg(support.frame(72, 100, 2))  # narrower than the slot: decoded, then copied
+    broken = full[: len(full) // 2]  # its header is fine: the damage shows while collating
+    responses, stats = pipeline.run([Request(b, "image/jpeg", {}) for b in (full, broken, narrow)])
+    assert [r.status for r in responses] == [200, 400, 200]
+    assert json.loads(responses[1].body)["type"] == "CorruptFrame"
+    assert stats.chunks == 1 and stats.rejected == {"bad_input": 1}
+    for response, body in ((responses[0], full), (responses[2], narrow)):
+        support.assert_quality(json.loads(response.body)["frames"][0]["outputs"], support.decoded(body))
+
+
+def test_frame_quality_values_do_not_depend_on_the_batch_mates(quality_model):
+    frames = [support.frame(480, 640, 21 + i) for i in range(6)]
+    x = torch.stack([torch.from_numpy(f.copy()).permute(2, 0, 1).float() for f in frames])
+    x = x.contiguous(memory_format=torch.channels_last)
+    sizes = torch.tensor([[480, 640]] * 6)
+    together = quality_model(x, sizes)
+    for i in range(6):
+        alone = quality_model(x[i:i + 1], sizes[i:i + 1])
+        assert {k: v[i].item() for k, v in together.items()} == {k: v[0].item() for k, v in alone.items()}

@@ -1,0 +1,238 @@
+"""Chunk geometry, owned in one place: what is allocated, what the model sees, how outputs map back.
+
+A `Layout` is chosen once at `initialize` from the config (`pad` or `letterbox`). The planner,
+the memory budget, the learned out-of-memory limits, collate, the padding metrics and `unpad`
+all ask it, so their numbers cannot drift apart.
+
+- `PadLayout`: each frame keeps its resolution; frames are grouped by their size rounded up to
+  `size_divisor` (the bucket), and a chunk's slot is that bucket.
+- `LetterboxLayout`: each frame is resized on the host, in uint8, to fit the engine's
+  `input_size` keeping its aspect (the JPEG decoder already shrinks it in the DCT domain where it
+  can); every chunk's slot is `input_size`, and dense outputs are resized back to the frame.
+
+With a `static_batch`, every chunk allocates exactly that many rows whatever its frame count.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from handler.config import HandlerConfig, Resize
+
+Size = tuple[int, int]
+#: One frame's value of one output, as JSON takes it: a number, nested lists, or None.
+Value = Any
+
+
+def bucket(height: int, width: int, divisor: int) -> Size:
+    """Rounds a frame size up to the size divisor, so few shapes reach the model."""
+    return -(-height // divisor) * divisor, -(-width // divisor) * divisor
+
+
+def letterbox_size(height: int, width: int, target: Size) -> Size:
+    """The (h, w) a frame takes inside `target` after an aspect-preserving resize."""
+    scale = min(target[0] / height, target[1] / width)
+    return max(1, min(target[0], round(height * scale))), max(1, min(target[1], round(width * scale)))
+
+
+class Deferred(Protocol):
+    """A frame decoded on demand into the buffer it goes to (`handler.frames.DeferredJpeg`)."""
+
+    @property
+    def shape(self) -> tuple[int, int, int]: ...
+
+    def decode_into(self, out: np.ndarray) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """How one chunk's frames sit in its allocation and map back.
+
+    Attributes:
+        slot: (H, W) of every row of the allocation; also the model input's (H, W).
+        rows: rows allocated and passed to the model (the static batch when set).
+        sizes: each frame's (h, w) inside its slot (top-left corner).
+        original: each frame's own (h, w), as sent.
+    """
+
+    slot: Size
+    rows: int
+    sizes: tuple[Size, ...]
+    original: tuple[Size, ...]
+
+    @property
+    def tensor_pixels(self) -> int:
+        """Pixels of the model input: rows x H x W."""
+        return self.rows * self.slot[0] * self.slot[1]
+
+    @property
+    def padded_pixels(self) -> int:
+        """Pixels of the model input that belong to no frame (padding and padded rows)."""
+        return self.tensor_pixels - sum(h * w for h, w in self.sizes)
+
+    @property
+    def resized(self) -> bool:
+        return self.sizes != self.original
+
+
+class Layout:
+    """Geometry shared by both modes; `key` and `fit` are the mode's own."""
+
+    def __init__(self, static_batch: int | None) -> None:
+        self.static_batch = static_batch
+
+    def key(self, height: int, width: int) -> Size:
+        """The slot a frame of this size goes to; frames of one key share chunks."""
+        raise NotImplementedError
+
+    def fitted(self, height: int, width: int) -> Size:
+        """The (h, w) a frame of this size takes inside its slot."""
+        raise NotImplementedError
+
+    def fit(self, frame: np.ndarray | Deferred, original: Size) -> np.ndarray | Deferred:
+        """The frame as it goes into its slot: `[h, w, 3]` uint8 of `fitted(*original)`.
+
+        Args:
+            frame: `[h', w', 3]` uint8, the frame as decoded (possibly already shrunk), or a
+                deferred one (pad only: it is decoded at its own size).
+            original: the frame's own (h, w), as sent.
+        """
+        return frame
+
+    def rows(self, frames: int) -> int:
+        """Rows allocated for a chunk of `frames` frames."""
+        return max(frames, self.static_batch or 0)
+
+    def place(self, key: Size, original: Sequence[Size]) -> Placement:
+        """The placement of a chunk of frames (given by their own sizes) in slot `key`."""
+        return Placement(key, self.rows(len(original)), tuple(self.fitted(h, w) for h, w in original),
+                         tuple(original))
+
+    def chunk_pixels(self, key: Size, frames: int) -> int:
+        """Input pixels of a chunk of `frames` frames in slot `key`: what a forward's memory scales with."""
+        return self.rows(frames) * key[0] * key[1]
+
+    def max_frames(self, key: Size, budget_bytes: int, bytes_per_pixel: int, cap: int) -> int:
+        """Most frames (at most `cap`, at least 1) whose chunk stays within `budget_bytes`.
+
+        A static-batch chunk costs the same for any frame count: the budget cannot shrink it.
+        """
+        per_row = key[0] * key[1] * bytes_per_pixel
+        if self.static_batch is not None:
+            return cap
+        return max(1, min(cap, budget_bytes // per_row))
+
+    def split_helps(self, key: Size, frames: int) -> bool:
+        """Whether running `frames` frames as two chunks allocates less per chunk (OOM retry)."""
+        return frames > 1 and self.chunk_pixels(key, frames // 2) < self.chunk_pixels(key, frames)
+
+    def unpad(self, output: torch.Tensor, placement: Placement) -> list[Value]:
+        """Splits one model output (`Tensor[n, ...]` on the CPU, padded rows dropped) per frame.
+
+        Returns:
+            One value per frame: a number for `[n]`, a list for `[n, K]`, and for dense maps
+            `[n, ..., H/s, W/s]` (stride s >= 1) the map cropped to the frame's area inside its
+            slot, resized back (nearest) to the frame's own size when the frame was resized.
+            Values that are not finite (NaN, inf) become None (JSON `null`).
+        """
+        finite = output.is_floating_point() is False or bool(torch.isfinite(output).all())
+        if output.dim() == 1:
+            return [_json_safe(v, finite) for v in output.tolist()]
+        stride = _dense_stride(output.shape, placement.slot)
+        if stride is None:
+            return [_json_safe(row, finite) for row in output.tolist()]
+        values = []
+        for i, (h, w) in enumerate(placement.sizes):
+            crop = output[i, ..., : -(-h // stride), : -(-w // stride)]
+            if placement.resized:
+                oh, ow = placement.original[i]
+                crop = _resize_nearest(crop, (-(-oh // stride), -(-ow // stride)))
+            values.append(_json_safe(crop.tolist(), finite))
+        return values
+
+
+class PadLayout(Layout):
+    """Frames keep their resolution; slots are their size rounded up to `divisor`."""
+
+    def __init__(self, divisor: int, static_batch: int | None = None) -> None:
+        super().__init__(static_batch)
+        self.divisor = divisor
+
+    def key(self, height: int, width: int) -> Size:
+        return bucket(height, width, self.divisor)
+
+    def fitted(self, height: int, width: int) -> Size:
+        return height, width
+
+
+class LetterboxLayout(Layout):
+    """Frames are resized (uint8, on the host) to fit `input_size`; every slot is `input_size`."""
+
+    def __init__(self, input_size: Size, static_batch: int | None = None) -> None:
+        super().__init__(static_batch)
+        self.input_size = input_size
+
+    def key(self, height: int, width: int) -> Size:
+        return self.input_size
+
+    def fitted(self, height: int, width: int) -> Size:
+        return letterbox_size(height, width, self.input_size)
+
+    def fit(self, frame: np.ndarray | Deferred, original: Size) -> np.ndarray | Deferred:
+        if not isinstance(frame, np.ndarray):
+            raise TypeError("a letterbox engine resizes decoded pixels: decode with lazy=False")
+        size = self.fitted(*original)
+        if frame.shape[:2] == size:
+            return frame
+        return resize_uint8(frame, size)
+
+
+def layout_for(config: HandlerConfig) -> Layout:
+    """The layout the config asks for; chosen once, at `initialize`."""
+    if config.resize is Resize.LETTERBOX:
+        assert config.input_size is not None  # HandlerConfig checks this
+        return LetterboxLayout(config.input_size, config.static_batch)
+    return PadLayout(config.size_divisor, config.static_batch)
+
+
+def resize_uint8(frame: np.ndarray, size: Size) -> np.ndarray:
+    """`[h, w, 3]` uint8 -> `[H, W, 3]` uint8, bilinear with antialiasing, without going to float.
+
+    torch's CPU kernel for uint8 channels-last input is vectorised and rounds back to uint8.
+    """
+    if not frame.flags.writeable:  # a view of a `bytes` body; torch wants writable memory
+        frame = frame.copy()
+    source = torch.from_numpy(np.ascontiguousarray(frame)).permute(2, 0, 1)[None]
+    out = F.interpolate(source, size=size, mode="bilinear", antialias=True, align_corners=False)
+    return out[0].permute(1, 2, 0).contiguous().numpy()
+
+
+def _json_safe(value: Value, finite: bool) -> Value:
+    if finite:
+        return value
+    if isinstance(value, list):
+        return [_json_safe(v, False) for v in value]
+    return value if math.isfinite(value) else None
+
+
+def _dense_stride(shape: torch.Size, slot: Size) -> int | None:
+    if len(shape) < 3:
+        return None
+    oh, ow = shape[-2:]
+    if oh == 0 or ow == 0 or slot[0] % oh or slot[1] % ow:
+        return None
+    stride = slot[0] // oh
+    return stride if slot[1] // ow == stride else None
+
+
+def _resize_nearest(crop: torch.Tensor, size: Size) -> torch.Tensor:
+    lead = crop.shape[:-2]
+    flat = crop.reshape(1, -1, *crop.shape[-2:]).float()
+    return F.interpolate(flat, size=size, mode="nearest").reshape(*lead, *size).to(crop.dtype)
