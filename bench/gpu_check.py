@@ -65,7 +65,8 @@ def check(device: torch.device, frames: int, hd: Resolution, iterations: int) ->
     from handler.config import HandlerConfig
     from handler.loading import load_model
     from handler.models.build import build_all
-    from handler.pipeline import Pipeline, Request
+    from handler.pipeline import Pipeline
+    from handler.requests import Request
 
     report: dict = {"torch": torch.__version__, "device": str(device),
                     "cuda": torch.version.cuda, "checks": {}, "rows": []}
@@ -125,6 +126,7 @@ def check(device: torch.device, frames: int, hd: Resolution, iterations: int) ->
     _sync_free(device, Pipeline(model, config, device), inprocess.workloads(frames, hd, mixed), report)
     if device.type == "cuda":
         _real_oom(device, model, config, burst, report)
+        _nvdec(report)
     report["ok"] = all(report["checks"].values())
     return report
 
@@ -191,6 +193,18 @@ def _real_oom(device: torch.device, model, config, burst: list, report: dict) ->
     report["checks"]["real OOM: a frame that never fits gets 507 alone"] = results["alone"]["statuses"] == [507]
 
 
+def _nvdec(report: dict) -> None:
+    """H.264 segments on the GPU's decoder (NVDEC) against the CPU decoder (bench.video)."""
+    try:
+        from bench.video import gpu_decode_check
+
+        report["video_nvdec"] = gpu_decode_check()
+        report["checks"]["video: NVDEC decodes a segment to the CPU decoder's frames"] = report["video_nvdec"]["ok"]
+    except Exception as exc:  # a missing NVDEC must not hide the other checks' results
+        report["video_nvdec"] = {"error": repr(exc)[:300]}
+        report["checks"]["video: NVDEC decodes a segment to the CPU decoder's frames"] = False
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -213,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['workload']:<10} ours {row['ours_fps']:8.1f} fps {row['ours_peak_mib']:8.1f} MiB   {stock_part}")
     print(f"budgeted burst: {report['budget']}")
     print(f"sync debug around the forward: {report['sync_debug']}")
+    if "video_nvdec" in report:
+        print(f"video NVDEC: {report['video_nvdec']}")
     for name, ok in report["checks"].items():
         print(f"{'PASS' if ok else 'FAIL'}  {name}")
     out = args.json or (Path(os.environ["OUT"]) / "gpu_check.json" if os.environ.get("OUT") else None)
