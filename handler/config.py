@@ -89,6 +89,7 @@ class HandlerConfig:
                 values[key] = _int(key, raw[key], 1, 2**40)
         if raw.get("static_batch") is not None:
             values["static_batch"] = _int("static_batch", raw["static_batch"], 1, 4096)
+            values.setdefault("model_max_batch", values["static_batch"])  # unset: the engine's batch
         if raw.get("memory_budget_bytes") is not None:
             values["memory_budget_bytes"] = _int(
                 "memory_budget_bytes", raw["memory_budget_bytes"], 1, 2**50

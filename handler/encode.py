@@ -41,7 +41,7 @@ def ok(request: Request, frames: list[dict[str, Any]]) -> Response:
     """200 with the request's frames, in its protocol.
 
     Native: `{"code": 200, "stream_id", "frame_id", "frames": [{"width", "height", "outputs"}]}`
-    (`code` because gRPC answers OK whatever the status). OIP: one FP32 output per model output
+    (`code` because gRPC answers OK whatever the status). OIP: one FP32 (INT64 for integers) output per model output
     (or per output asked for), stacked over the frames (`[N]` numbers, `[N, K]` vectors), and the
     request's `id`; 400 when they do not stack.
     """
@@ -84,11 +84,13 @@ def _tensor(name: str, values: list[Any]) -> dict[str, Any]:
                 f"{_shape(value, name)}, which make no tensor: send these frames to /predictions"
             )
         _flatten(value, data)
-    return {"name": name, "datatype": "FP32", "shape": shape, "data": data}
+    integers = all(isinstance(v, int) and not isinstance(v, bool) for v in data)
+    # NaN and inf are already null (JSON has no NaN); tritonclient reads a null FP32 as NaN.
+    return {"name": name, "datatype": "INT64" if integers and data else "FP32", "shape": shape, "data": data}
 
 
 def _shape(value: Any, name: str) -> list[int]:
-    if isinstance(value, numbers.Real):
+    if value is None or isinstance(value, numbers.Real):  # None: a NaN or inf output
         return []
     if isinstance(value, list) and value:
         inner = [_shape(item, name) for item in value]

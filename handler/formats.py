@@ -75,9 +75,12 @@ def resolve(body: bytes | bytearray | memoryview, content_type: str | None,
     media = media_type(content_type)
     if media in MEDIA_TYPES:
         return MEDIA_TYPES[media]
-    if media == "application/octet-stream" and ("x-frame-width" in headers or "x-frame-height" in headers):
+    sized = "x-frame-width" in headers or "x-frame-height" in headers
+    if media == "application/octet-stream" and sized:
         return Format.RAW
     if media in GENERIC:
+        if sized and sniff(body) is None:  # raw pixels over gRPC or in an untyped form part
+            return Format.RAW
         found = sniff(body)
         if found is not None:
             return found

@@ -9,7 +9,7 @@ import enum
 import io
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,6 +103,30 @@ class DeferredJpeg:
         decoded = jpeg.decode(self.body, lambda h, w: None)
         pixels = decoded[0] if decoded is not None else _decode_image(self.body, "JPEG", self.config)
         np.copyto(out, pixels)
+
+
+def decode_clip(decoders: Iterable[Callable[[], Clip]], config: HandlerConfig, what: str) -> Clip:
+    """Image clips (multipart parts, OIP BYTES elements) decoded one after another and joined.
+
+    The clip limits are checked after each one, so at most `max_clip_pixels` plus one part's
+    pixels are ever held: a form of 32 tiny 4K PNGs stops at the first one over the limit.
+
+    Raises:
+        ClipTooLarge: naming `what` and the limit; or the FrameError of the part that failed.
+    """
+    clips: list[Clip] = []
+    frames = pixels = 0
+    for decode_one in decoders:
+        clip = decode_one()
+        sizes = clip.sizes or [(f.shape[0], f.shape[1]) for f in clip.frames]
+        frames += len(sizes)
+        pixels += sum(h * w for h, w in sizes)
+        if frames > config.max_clip_frames:
+            raise ClipTooLarge(f"{what} holds more than {config.max_clip_frames} frames, the maximum per clip")
+        if pixels > config.max_clip_pixels:
+            raise ClipTooLarge(f"{what} holds more than {config.max_clip_pixels} pixels, the maximum per clip")
+        clips.append(clip)
+    return Clip.join(clips)
 
 
 def decode(body: object, content_type: str | None, headers: Mapping[str, str],
@@ -271,7 +295,7 @@ def _header_int(headers: Mapping[str, str], name: str) -> int:
     if value is None:
         raise CorruptFrame(f"a raw application/octet-stream body needs the {name} header")
     value = value.strip()
-    if not value.isdigit() or len(value) > 6:
+    if not (value.isascii() and value.isdigit()) or len(value) > 6:
         raise CorruptFrame(f"header {name}: {value[:32]!r} is not a positive whole number")
     return int(value)
 

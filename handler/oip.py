@@ -23,6 +23,7 @@ import struct
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,7 @@ from handler.errors import (
     FrameTooLarge,
     UnsupportedContentType,
 )
-from handler.frames import Clip, check_clip
+from handler.frames import Clip, check_clip, decode_clip
 from handler.frames import decode as decode_body
 from handler.video import is_segment
 
@@ -44,7 +45,7 @@ HEADER_LENGTH = "inference-header-content-length"
 _HEADER_MAX = 1 << 20  # a JSON header with binary tensors holds no data: 1 MiB is plenty
 _LENGTH = struct.Struct("<I")
 # Largest decompressed body: above the largest request the shipped config admits (200 MiB).
-_INFLATED_MAX = 256 << 20
+INFLATED_MAX = 256 << 20
 
 
 class BadInferenceRequest(FrameError):
@@ -78,17 +79,18 @@ class InferRequest:
         return tuple(str(o.get("name"))[:256] for o in asked if isinstance(o, dict))
 
 
-def parse(body: object, headers: Mapping[str, str]) -> InferRequest:
+def parse(body: object, headers: Mapping[str, str], max_inflated: int = INFLATED_MAX) -> InferRequest:
     """Splits a request body: JSON header (a dict TorchServe already parsed, or the first
     `Inference-Header-Content-Length` bytes, or the whole body) and binary data. Reads a
-    gzip or deflate `Content-Encoding` (tritonclient's `request_compression_algorithm`).
+    gzip or deflate `Content-Encoding` (tritonclient's `request_compression_algorithm`), inflated
+    to at most `max_inflated` bytes.
 
     Raises:
         FrameError: the body is not an OIP request.
     """
     encoding = headers.get("content-encoding", "").strip().lower()
     if encoding in ("gzip", "deflate") and isinstance(body, (bytes, bytearray)):
-        body = _inflate(body, encoding)
+        body = _inflate(body, encoding, max_inflated)
     return InferRequest(*_split(body, headers))
 
 
@@ -116,15 +118,15 @@ def decode(request: InferRequest, headers: Mapping[str, str], config: HandlerCon
     )
 
 
-def _inflate(body: bytes | bytearray, encoding: str) -> bytes:
-    """The decompressed body, at most `_INFLATED_MAX` bytes (a compression bomb is refused)."""
+def _inflate(body: bytes | bytearray, encoding: str, limit: int) -> bytes:
+    """The decompressed body, at most `limit` bytes (a compression bomb is refused)."""
     inflater = zlib.decompressobj(zlib.MAX_WBITS | 16 if encoding == "gzip" else zlib.MAX_WBITS)
     try:
-        out = inflater.decompress(body, _INFLATED_MAX)
+        out = inflater.decompress(body, limit)
     except zlib.error as err:
         raise BadInferenceRequest(f"cannot read the {encoding} body: {err}") from None
     if inflater.unconsumed_tail:
-        raise FrameTooLarge(f"the {encoding} body inflates to more than {_INFLATED_MAX} bytes")
+        raise FrameTooLarge(f"the {encoding} body inflates to more than {limit} bytes")
     return out
 
 
@@ -141,7 +143,7 @@ def _split(body: object, headers: Mapping[str, str]) -> tuple[dict[str, Any], me
     if length is None:
         return _json(view), memoryview(b"")
     length = length.strip()
-    if not length.isdigit() or not 0 < int(length) <= min(len(body), _HEADER_MAX):
+    if not (length.isascii() and length.isdigit()) or not 0 < int(length) <= min(len(body), _HEADER_MAX):
         raise BadInferenceRequest(
             f"Inference-Header-Content-Length {length[:32]!r} is not a length within the "
             f"{len(body)}-byte body"
@@ -251,19 +253,15 @@ def _encoded(shape: list[int], data: object, headers: Mapping[str, str], config:
             f"BYTES input of {count} elements holds a video segment (element {segments[0]}): send "
             "a segment alone, as BYTES of shape [1], or several encoded images (JPEG, PNG, npy)"
         )
-    clips = []
-    for index, element in enumerate(elements):
-        try:
-            clips.append(decode_body(element, None, headers, config))
-        except FrameError as err:
-            raise type(err)(f"BYTES element {index}: {err}") from None
-    joined = Clip.join(clips)
-    frames = joined.frames
-    if len(frames) > config.max_clip_frames:
-        raise ClipTooLarge(f"{len(frames)} frames are above the maximum {config.max_clip_frames} per clip")
-    if sum(f.shape[0] * f.shape[1] for f in frames) > config.max_clip_pixels:
-        raise ClipTooLarge(f"the {len(frames)} frames hold more than {config.max_clip_pixels} pixels")
-    return joined
+    return decode_clip([partial(_element, i, e, headers, config) for i, e in enumerate(elements)],
+                       config, f"BYTES input of {count} elements")
+
+
+def _element(index: int, element: bytes, headers: Mapping[str, str], config: HandlerConfig) -> Clip:
+    try:
+        return decode_body(element, None, headers, config)
+    except FrameError as err:
+        raise type(err)(f"BYTES element {index}: {err}") from None
 
 
 def _elements(data: object, count: int) -> list[bytes]:
@@ -271,16 +269,18 @@ def _elements(data: object, count: int) -> list[bytes]:
     if isinstance(data, memoryview):
         elements: list[bytes] = []
         at = 0
-        while at < len(data):
+        for index in range(count):  # bounded by the declared shape, not by the data
             if at + _LENGTH.size > len(data):
-                raise CorruptFrame(f"BYTES data ends inside the length of element {len(elements)}")
+                raise CorruptFrame(f"BYTES data ends inside the length of element {index}")
             (size,) = _LENGTH.unpack_from(data, at)
             at += _LENGTH.size
             if at + size > len(data):
-                raise CorruptFrame(f"BYTES element {len(elements)} declares {size} bytes, "
-                                   f"{len(data) - at} remain")
+                raise CorruptFrame(f"BYTES element {index} declares {size} bytes, {len(data) - at} remain")
             elements.append(data[at: at + size].tobytes())
             at += size
+        if at != len(data):
+            raise BadInferenceRequest(f"BYTES input declares {count} elements; {len(data) - at} bytes "
+                                      "follow the last one")
     elif isinstance(data, list) and all(isinstance(e, str) for e in data):
         elements = [e.encode("utf-8") for e in data]
     else:

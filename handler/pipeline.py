@@ -107,11 +107,16 @@ class Pipeline:
 
         responses = []
         for request, outcome, count in zip(requests, results, frame_counts):
-            if isinstance(outcome, FrameError):
-                stats.rejected[outcome.reason] = stats.rejected.get(outcome.reason, 0) + count
-                responses.append(encode.error(request, outcome))
-            else:  # every slot is filled: each frame's chunk answered it
-                responses.append(encode.ok(request, cast(list[FrameResult], outcome)))
+            if not isinstance(outcome, FrameError):  # every slot is filled: its chunk answered it
+                try:
+                    responses.append(encode.ok(request, cast(list[FrameResult], outcome)))
+                    continue
+                except Exception:  # e.g. a model output JSON cannot hold: this request alone fails
+                    logger.exception("encoding a request's answer failed")
+                    outcome = InternalError("the handler could not encode this request's answer; "
+                                            "see the worker log")
+            stats.rejected[outcome.reason] = stats.rejected.get(outcome.reason, 0) + count
+            responses.append(encode.error(request, outcome))
         if len(responses) != len(requests):
             raise RuntimeError(f"{len(requests)} requests in, {len(responses)} responses out")
         stats.peak_memory_bytes = peak_memory(self._device)
@@ -135,11 +140,12 @@ class Pipeline:
         if limit is None or captured is None:
             return
         try:
-            age_ms = (started - float(captured)) * 1000.0
+            seconds = float(captured)
         except ValueError:
-            raise BadHeader(
-                f"X-Capture-Time {captured[:32]!r} is not a Unix time in seconds"
-            ) from None
+            seconds = math.nan
+        if not math.isfinite(seconds):  # "nan" and "inf" parse, but say nothing about age
+            raise BadHeader(f"X-Capture-Time {captured[:32]!r} is not a Unix time in seconds")
+        age_ms = (started - seconds) * 1000.0
         if age_ms > limit:
             raise StaleFrame(f"frame was {age_ms:.0f} ms old at batch start (limit {limit:.0f} ms)")
 

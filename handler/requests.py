@@ -21,12 +21,13 @@ import enum
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 from handler import oip
 from handler.config import HandlerConfig
 from handler.errors import ClipTooLarge, EmptyFrame, FrameError, InternalError
 from handler.formats import media_type
-from handler.frames import Clip, decode
+from handler.frames import Clip, decode, decode_clip
 from handler.video import is_segment
 
 logger = logging.getLogger(__name__)
@@ -120,18 +121,10 @@ class Request:
             raise BadForm(f"the form's part {segments[0][:32]!r} is a video segment among "
                           f"{len(self.parts)} file parts: send a segment as the only file part, "
                           "or several encoded images (one frame each)")
-        clips = [self._decode_part(part, config, lazy) for part in self.parts]
-        if len(clips) == 1:
-            return clips[0]  # keeps a video segment's pts
-        joined = Clip.join(clips)
-        frames = joined.frames
-        if len(frames) > config.max_clip_frames:
-            raise ClipTooLarge(f"form of {len(frames)} frames is above the maximum "
-                               f"{config.max_clip_frames} frames per clip")
-        if sum(f.shape[0] * f.shape[1] for f in frames) > config.max_clip_pixels:
-            raise ClipTooLarge(f"the form's {len(frames)} frames hold more than "
-                               f"{config.max_clip_pixels} pixels")
-        return joined
+        if len(self.parts) == 1:
+            return self._decode_part(self.parts[0], config, lazy)  # keeps a video segment's pts
+        return decode_clip([partial(self._decode_part, part, config, lazy) for part in self.parts],
+                           config, f"the form's {len(self.parts)} file parts")
 
     def _decode_part(self, part: Part, config: HandlerConfig, lazy: bool) -> Clip:
         try:
@@ -140,7 +133,8 @@ class Request:
             raise type(err)(f"part {part.name!r}: {err}") from None
 
 
-def from_item(item: Mapping[str, object], headers: Mapping[str, object], model: str = "") -> Request:
+def from_item(item: Mapping[str, object], headers: Mapping[str, object], model: str = "",
+              max_inflated: int = oip.INFLATED_MAX) -> Request:
     """TorchServe's per-request dict and header map -> the core's Request.
 
     Args:
@@ -148,17 +142,19 @@ def from_item(item: Mapping[str, object], headers: Mapping[str, object], model: 
         headers: `context.get_all_request_header(idx)`: request headers (str values) and, per
             item key, `{"content-type": ...}` (dict values).
         model: the model's name.
+        max_inflated: most bytes a compressed (OIP `Content-Encoding`) body may inflate to.
 
     Never raises: a request the adapter fails on is answered 500 alone, not with its batch.
     """
     try:
-        return _from_item(item, headers, model)
+        return _from_item(item, headers, model, max_inflated)
     except Exception:
         logger.exception("reading a request's items and headers failed")
         return Request(None, refused=InternalError("the handler failed on this request; see the worker log"))
 
 
-def _from_item(item: Mapping[str, object], headers: Mapping[str, object], model: str) -> Request:
+def _from_item(item: Mapping[str, object], headers: Mapping[str, object], model: str,
+               max_inflated: int) -> Request:
     request_headers = {str(k).lower(): v for k, v in headers.items() if isinstance(v, str)}
     part_types = {str(k): _part_type(v) for k, v in headers.items() if isinstance(v, Mapping)}
     content_type = request_headers.get("content-type")
@@ -166,7 +162,7 @@ def _from_item(item: Mapping[str, object], headers: Mapping[str, object], model:
         return _from_form(item, request_headers, part_types)
     if _is_oip(item, request_headers):
         try:
-            parsed: object = oip.parse(item.get("body"), request_headers)
+            parsed: object = oip.parse(item.get("body"), request_headers, max_inflated)
         except FrameError as err:
             return Request(None, content_type, request_headers, protocol=Protocol.OIP, model=model, refused=err)
         return Request(parsed, content_type, request_headers, protocol=Protocol.OIP, model=model)
@@ -226,7 +222,7 @@ def _lost_parts(item: Mapping[str, object], content_length: str | None, form_typ
     handler as the last part only. The request's Content-Length then exceeds its parts' bytes by
     far more than boundaries and part headers take, and the form is refused rather than served
     with a frame missing."""
-    if content_length is None or not content_length.isdigit():
+    if content_length is None or not (content_length.isascii() and content_length.isdigit()):
         return None
     boundary = form_type.partition("boundary=")[2]
     values = sum(len(v) if isinstance(v, (bytes, bytearray, str)) else 0 for v in item.values())

@@ -44,7 +44,9 @@ class VideoFrameHandler(BaseHandler):  # type: ignore[misc]  # ts ships no type 
         logger.info("video handler ready on %s with %s", self.device, self.config)
 
     def handle(self, data: list[dict[str, Any]], context: Any) -> list[str]:
-        requests = [from_item(item, context.get_all_request_header(idx) or {}, context.model_name)
+        # A compressed OIP body inflates to at most one clip's pixels (plus its JSON header).
+        inflated = 3 * self.config.max_clip_pixels + (1 << 20)
+        requests = [from_item(item, context.get_all_request_header(idx) or {}, context.model_name, inflated)
                     for idx, item in enumerate(data)]
         responses, stats = self.pipeline.run(requests)
         for idx, response in enumerate(responses):

@@ -172,6 +172,9 @@ def _decode(container: av.container.InputContainer, fmt: Format, sampler: PtsSam
     reader = _Reader(container, stream, fmt)
     for frame in reader.frames():
         decoded += 1
+        if frame.is_corrupt:  # the decoder concealed damage (err_detect alone does not refuse it)
+            raise CorruptFrame(f"the {fmt.value} segment's frame {decoded - 1} is damaged "
+                               "(the decoder had to conceal errors)")
         if decoded > budget:
             raise ClipTooLarge(
                 f"the segment holds more than {budget} frames before sampling "

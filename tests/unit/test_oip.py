@@ -158,7 +158,7 @@ def test_vectors_stack_to_n_by_k_and_ragged_outputs_are_a_400():
     frames = [{"outputs": {"v": [1.0, 2.0], "s": 3}}, {"outputs": {"v": [4.0, 5.0], "s": 6}}]
     body = json.loads(encode.ok(request, frames).body)
     assert body["outputs"] == [{"name": "v", "datatype": "FP32", "shape": [2, 2], "data": [1.0, 2.0, 4.0, 5.0]},
-                               {"name": "s", "datatype": "FP32", "shape": [2], "data": [3, 6]}]
+                               {"name": "s", "datatype": "INT64", "shape": [2], "data": [3, 6]}]
     ragged = [{"outputs": {"map": [[1.0, 2.0]]}}, {"outputs": {"map": [[1.0], [2.0]]}}]
     answer = encode.ok(request, ragged)
     assert answer.status == 400 and json.loads(answer.body)["error"].startswith("NotStackable: ")

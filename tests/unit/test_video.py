@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import random
 
 import pytest
 from hypothesis import given
@@ -222,6 +223,24 @@ def test_damaged_slices_are_corrupt_not_concealed(container):
     body = videos.segment(container, frames=12)
     with pytest.raises(CorruptFrame):
         _decode(videos.damage_slices(body, container), container)
+
+
+def test_a_frame_the_decoder_had_to_conceal_is_corrupt():
+    """Random bytes inside one P slice: FFmpeg conceals some of these even with err_detect (the
+    frame comes out marked corrupt); each must be refused, never answered with made-up pixels."""
+    body = videos.segment("h264", width=320, height=192, frames=12, gop=12, bframes=0)
+    concealed = 0
+    for pos, size, _ in videos.packets(body, "h264")[1:6]:
+        for seed in range(6):
+            damaged, rng = bytearray(body), random.Random(seed)
+            start = pos + size // 3
+            for at in range(start, min(start + 24, pos + size)):
+                damaged[at] = rng.randrange(256)
+            try:
+                _decode(bytes(damaged), "h264")
+            except CorruptFrame as err:
+                concealed += "had to conceal" in str(err)
+    assert concealed >= 3, f"only {concealed} of 30 damaged segments were caught by concealment"
 
 
 def test_a_segment_that_starts_without_a_key_frame_is_corrupt():
