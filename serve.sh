@@ -1,21 +1,38 @@
 #!/usr/bin/env bash
 # Serves the demo models: installs what is missing, builds the archives, starts TorchServe with
-# config.properties, waits until every model is ready and prints a working curl.
-#   ./serve.sh         (re)start        ./serve.sh stop         stop
+# config.properties and video-keys beside it (renews the keys in key_file.json before they expire;
+# logs/keys.log), waits until every model is ready and prints a working curl.
+#   ./serve.sh         (re)start        ./serve.sh stop         stop both
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 . scripts/setup.sh
 
+keys_pid=logs/video-keys.pid
+stop_keys() {
+  local pid
+  pid="$(cat "$keys_pid" 2>/dev/null)" || return 0
+  if kill -TERM "$pid" 2>/dev/null; then
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  fi
+  rm -f "$keys_pid"
+}
+
 if [[ ${1:-} == stop ]]; then
+  stop_keys
   exec torchserve --stop
 fi
+stop_keys
 torchserve --stop >/dev/null 2>&1 || true
 ./archive.sh
 mkdir -p logs
 torchserve --start --ncs --ts-config config.properties >logs/console.log 2>&1
+nohup python -m tskeys.rotate --config config.properties --key-file key_file.json --pid-file "$keys_pid" \
+  >>logs/keys.log 2>&1 </dev/null &
 
 python - <<'PY'
-import json, sys, time, urllib.request
+import sys, time, urllib.request
+from tskeys import KeyFileError, read_key
+from tskeys.settings import read_properties
 
 def get(url, key):
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
@@ -25,15 +42,12 @@ def get(url, key):
 deadline = time.monotonic() + 180
 while time.monotonic() < deadline:
     try:
-        keys = json.load(open("key_file.json"))
-        text = open("config.properties").read().replace("\\\n", "")
-        line = next(l for l in text.splitlines() if l.startswith("load_models="))
-        models = [m.removesuffix(".mar") for m in line.split("=", 1)[1].split(",")]
-        ready = [get(f"http://127.0.0.1:8081/models/{m}", keys["management"]["key"])[0]["workers"]
-                 for m in models]
+        key = read_key("key_file.json", "management", settle_s=0)
+        models = [m.removesuffix(".mar") for m in read_properties("config.properties")["load_models"].split(",")]
+        ready = [get(f"http://127.0.0.1:8081/models/{m}", key)[0]["workers"] for m in models]
         if all(w and all(x["status"] == "READY" for x in w) for w in ready):
             break
-    except (OSError, ValueError, KeyError, IndexError):
+    except (OSError, ValueError, KeyError, IndexError, KeyFileError):
         pass
     time.sleep(0.5)
 else:

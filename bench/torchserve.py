@@ -15,6 +15,8 @@ from pathlib import Path
 
 import requests
 
+from tskeys import read_key
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -92,7 +94,7 @@ models={json.dumps(models)}
         self.env = {**os.environ, "TMPDIR": str(workdir / "tmp")}
 
     def key(self, api: str = "inference") -> str:
-        return json.loads((self.workdir / "key_file.json").read_text())[api]["key"]
+        return read_key(self.workdir / "key_file.json", api)
 
     def start(self, timeout_s: float = 120.0) -> Server:
         start(self.workdir, self.env, self._ready, timeout_s)

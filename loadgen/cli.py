@@ -6,7 +6,6 @@ Exit status: 0 when every request got 200 and p99 latency met --sla-ms, 1 otherw
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -40,7 +39,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--clip", type=int, default=1, help="frames per request; >1 needs npy or raw (default 1)")
     token = p.add_mutually_exclusive_group()
     token.add_argument("--token", help="inference key")
-    token.add_argument("--token-file", type=Path, help="TorchServe's key_file.json (reads inference.key)")
+    token.add_argument("--token-file", type=Path,
+                       help="TorchServe's key_file.json (inference key; re-read when refused, then one retry)")
     p.add_argument("--sla-ms", type=float, default=200.0, help="p99 latency budget, ms (default %(default)s)")
     p.add_argument("--report", type=Path, help="write the JSON report here")
     p.add_argument("--plot", type=Path, help="write the latency-over-time PNG here")
@@ -55,15 +55,6 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def read_token(path: Path) -> str:
-    """The inference key from TorchServe's `key_file.json`."""
-    try:
-        return json.loads(path.read_text())["inference"]["key"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"cannot read the inference key from {path}: {exc!r}; "
-                         "pass the key_file.json TorchServe wrote in its working directory") from None
-
-
 def plan_from(args: argparse.Namespace) -> Plan:
     return Plan(streams=args.streams, fps=args.fps, duration_s=args.duration,
                 resolutions=tuple(args.resolution or [Resolution(1280, 720)]),
@@ -74,12 +65,12 @@ def plan_from(args: argparse.Namespace) -> Plan:
 def execute(args: argparse.Namespace, progress: bool = True) -> tuple[Metrics, dict]:
     """Runs the load described by parsed arguments; writes the report and plot when asked."""
     plan = plan_from(args)
-    token = args.token or (read_token(args.token_file) if args.token_file else None)
     if args.realtime_streams and not args.realtime_model:
         raise ValueError("--realtime-streams needs --realtime-model")
     if args.realtime_streams > plan.streams:
         raise ValueError(f"--realtime-streams {args.realtime_streams} exceeds --streams {plan.streams}")
-    target = Target(args.url, args.model, token, args.timeout, args.realtime_model, args.realtime_streams)
+    target = Target(args.url, args.model, args.token, args.timeout, args.realtime_model, args.realtime_streams,
+                    args.token_file)
     source = FrameSource(args.format, args.clip, args.distinct, args.images)
     bar = None
     if progress:

@@ -7,13 +7,14 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import requests
 
 from loadgen.frames import FrameSource
 from loadgen.metrics import OK, Record
 from loadgen.schedule import Arrival, Plan, arrivals
-
+from tskeys import Key, is_invalid_key
 
 _DROPPED = object()
 
@@ -26,6 +27,9 @@ class Target:
         url: the inference address, e.g. `http://127.0.0.1:8080`.
         model: the model name (`/predictions/{model}`).
         token: the inference key (sent as `Authorization: Bearer ...`), or None.
+        key_file: TorchServe's key_file.json instead of `token`: its inference key is sent, and
+            re-read once a request is refused with `InvalidKeyException` (that request is then
+            sent once more), so the run outlives key rotation.
         timeout_s: how long one request may take before it counts as unanswered.
         realtime_model: the low-latency lane's model; cameras below `realtime_streams` use it.
         realtime_streams: how many cameras (the first ones) go to `realtime_model`.
@@ -37,6 +41,11 @@ class Target:
     timeout_s: float = 30.0
     realtime_model: str | None = None
     realtime_streams: int = 0
+    key_file: Path | None = None
+
+    def key(self) -> Key:
+        """The key senders share: from `key_file` (re-read when refused), or the fixed `token`."""
+        return Key(self.key_file, self.token)
 
     def model_for(self, stream: int) -> str:
         """The model camera `stream` sends to."""
@@ -76,7 +85,7 @@ def run(plan: Plan, target: Target, source: FrameSource, concurrency: int = 128,
     for a in schedule:  # render every body before the clock starts
         source.prepare(a.stream, a.resolution)
     local = threading.local()
-    auth = {"Authorization": f"Bearer {target.token}"} if target.token else {}
+    key = target.key()
     records: list[Record | object | None] = [None] * len(schedule)
 
     def send(index: int, arrival: Arrival, start: float, wall_start: float) -> None:
@@ -89,14 +98,17 @@ def run(plan: Plan, target: Target, source: FrameSource, concurrency: int = 128,
                 on_record(None)
             return
         payload = source.payload(arrival.stream, arrival.frame_id, arrival.resolution)
-        headers = {**auth, "Content-Type": payload.content_type, **payload.headers,
+        headers = {"Content-Type": payload.content_type, **payload.headers,
                    "X-Stream-Id": f"cam-{arrival.stream}", "X-Frame-Id": str(arrival.frame_id),
                    "X-Capture-Time": f"{wall_start + arrival.t:.6f}"}
         sent = round(time.perf_counter() - start, 6)
         status: int | None = None
         error: str | None = None
         try:
-            answer = session.post(target.endpoint(arrival.stream), data=payload.body, headers=headers, timeout=target.timeout_s)
+            answer = key.call(
+                lambda value: session.post(target.endpoint(arrival.stream), data=payload.body,
+                                           headers={**headers, **key.headers(value)}, timeout=target.timeout_s),
+                lambda a: is_invalid_key(a.status_code, a.content))
             status = answer.status_code
             if status != OK:
                 error = _error_type(answer)

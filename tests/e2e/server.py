@@ -14,6 +14,7 @@ from pathlib import Path
 import requests
 
 from bench.torchserve import port_overrides, start, stop
+from tskeys import KeyFileError, read_key
 from tests.support import ROOT
 
 
@@ -63,11 +64,11 @@ class TorchServe:
             if self.get("/ping").status_code != 200:
                 return False
             return all(self.worker_status(m) == ["READY"] for m in self.models)
-        except (requests.ConnectionError, FileNotFoundError, KeyError, json.JSONDecodeError):
+        except (requests.ConnectionError, FileNotFoundError, KeyError, json.JSONDecodeError, KeyFileError):
             return False
 
     def key(self, api: str) -> str:
-        return json.loads((self.workdir / "key_file.json").read_text())[api]["key"]
+        return read_key(self.workdir / "key_file.json", api)
 
     def auth(self, api: str = "inference") -> dict[str, str]:
         return {"Authorization": f"Bearer {self.key(api)}"}
