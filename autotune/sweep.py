@@ -74,8 +74,7 @@ class SweepResult:
 def measure(deployment: Deployment, load: Load, sla_ms: float, setting: Setting,
             scrape_interval_s: float = 0.05) -> tuple[Cell, list[tuple[float, float]]]:
     """Runs the load against the current default and returns the cell and its single-batch samples."""
-    target = Target(deployment.inference_url, deployment.model, None, load.timeout_s,
-                    key_file=deployment.key_file)
+    target = Target(deployment.inference_url, deployment.model, None, load.timeout_s, key=Key(deployment.key_file))
     source = FrameSource(load.format, 1, 8, IMAGES)
     if load.warmup_s > 0:  # a fresh worker's first batches (TorchScript profiling) are slow
         run(load.plan(load.warmup_s), target, source, load.concurrency)

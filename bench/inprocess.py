@@ -111,9 +111,10 @@ def _patched(targets: list[tuple[object, str, str]], clock: StageClock) -> Itera
 def _ours_stages(handler) -> list[tuple[object, str, str]]:
     import handler.encode as encode_module
     import handler.pipeline as pipeline_module
+    import handler.requests as requests_module
 
     pipe = handler.pipeline
-    return [(pipeline_module, "decode", "decode"), (pipeline_module, "collate", "collate"),
+    return [(requests_module, "decode", "decode"), (pipeline_module, "collate", "collate"),
             (pipe._staging, "upload", "transfer"), (pipeline_module, "to_model_input", "transfer"),
             (pipe, "_model", "model"), (pipeline_module, "unpad", "encode"),
             (encode_module, "ok", "encode"), (encode_module, "error", "encode")]

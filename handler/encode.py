@@ -1,13 +1,15 @@
-"""Per-request JSON bodies (DESIGN section 4)."""
+"""Per-request answers: the JSON of DESIGN section 4, or Open Inference Protocol outputs (4a)."""
 
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from handler.errors import FrameError
+from handler.requests import Protocol, Request
 
 _ID_MAX = 256
 
@@ -21,6 +23,10 @@ class Response:
     body: str
 
 
+class NotStackable(FrameError):
+    """An output's per-frame values differ in shape, so they make no OIP tensor."""
+
+
 def ids(headers: Mapping[str, str]) -> dict[str, str | None]:
     """`stream_id` and `frame_id` echoed from the request headers (bounded in length)."""
     def get(name: str) -> str | None:
@@ -30,12 +36,60 @@ def ids(headers: Mapping[str, str]) -> dict[str, str | None]:
     return {"stream_id": get("x-stream-id"), "frame_id": get("x-frame-id")}
 
 
-def ok(headers: Mapping[str, str], frames: list[dict[str, Any]]) -> Response:
-    """200 with one entry per frame: `{"width", "height", "outputs"}`."""
-    return Response(200, "OK", json.dumps({**ids(headers), "frames": frames}))
+def ok(request: Request, frames: list[dict[str, Any]]) -> Response:
+    """200 with the request's frames, in its protocol.
+
+    Native: `{"code": 200, "stream_id", "frame_id", "frames": [{"width", "height", "outputs"}]}`
+    (`code` because gRPC answers OK whatever the status). OIP: one FP32 output per model output,
+    stacked over the frames (`[N]` numbers, `[N, K]` vectors); 400 when they do not stack.
+    """
+    if request.protocol is Protocol.OIP:
+        try:
+            outputs = [_tensor(name, [f["outputs"][name] for f in frames])
+                       for name in (frames[0]["outputs"] if frames else {})]
+        except NotStackable as err:
+            return error(request, err)
+        return Response(200, "OK", json.dumps({"model_name": request.model, "outputs": outputs}))
+    return Response(200, "OK", json.dumps({"code": 200, **ids(request.headers), "frames": frames}))
 
 
-def error(headers: Mapping[str, str], err: FrameError) -> Response:
-    """The error's status with `{"code", "type", "message", "stream_id", "frame_id"}`."""
-    body = {"code": err.status, "type": err.kind, "message": str(err), **ids(headers)}
+def error(request: Request, err: FrameError) -> Response:
+    """The error's status; native `{"code", "type", "message", "stream_id", "frame_id"}`,
+    OIP `{"error": "<type>: <message>"}`."""
+    if request.protocol is Protocol.OIP:
+        return Response(err.status, err.kind, json.dumps({"error": f"{err.kind}: {err}"}))
+    body = {"code": err.status, "type": err.kind, "message": str(err), **ids(request.headers)}
     return Response(err.status, err.kind, json.dumps(body))
+
+
+def _tensor(name: str, values: list[Any]) -> dict[str, Any]:
+    """One OIP output: `values` (one per frame) stacked, shape `[N, ...]`, data row-major."""
+    shape = [len(values)] + _shape(values[0], name)
+    data: list[Any] = []
+    for value in values:
+        if _shape(value, name) != shape[1:]:
+            raise NotStackable(
+                f"output {name!r} has per-frame shapes {_shape(values[0], name)} and "
+                f"{_shape(value, name)}, which make no tensor: send these frames to /predictions"
+            )
+        _flatten(value, data)
+    return {"name": name, "datatype": "FP32", "shape": shape, "data": data}
+
+
+def _shape(value: Any, name: str) -> list[int]:
+    if isinstance(value, numbers.Real):
+        return []
+    if isinstance(value, list) and value:
+        inner = [_shape(item, name) for item in value]
+        if any(shape != inner[0] for shape in inner):
+            raise NotStackable(f"output {name!r} holds a ragged list")
+        return [len(value)] + inner[0]
+    raise NotStackable(f"output {name!r} holds a {type(value).__name__} value, not numbers")
+
+
+def _flatten(value: Any, out: list[Any]) -> None:
+    if isinstance(value, list):
+        for item in value:
+            _flatten(item, out)
+    else:
+        out.append(value)

@@ -16,28 +16,14 @@ from handler import encode
 from handler.collate import bucket, collate, letterbox, to_model_input, unpad
 from handler.config import HandlerConfig, Resize
 from handler.errors import BadHeader, DeviceOutOfMemory, FrameError, InternalError, StaleFrame
-from handler.frames import Clip, decode
+from handler.frames import Clip
 from handler.memory import Chunk, ChunkPlanner, Staging, peak_memory, reset_peak_memory
+from handler.requests import Request
 
 logger = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 FrameResult = dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    """One HTTP request as the core sees it.
-
-    Attributes:
-        body: the body (bytes for the binary content types).
-        content_type: the request's Content-Type.
-        headers: request headers, names in lower case.
-    """
-
-    body: object
-    content_type: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -107,9 +93,9 @@ class Pipeline:
         for request, result, count in zip(requests, results, frame_counts):
             if isinstance(result, FrameError):
                 stats.rejected[result.reason] = stats.rejected.get(result.reason, 0) + count
-                responses.append(encode.error(request.headers, result))
+                responses.append(encode.error(request, result))
             else:
-                responses.append(encode.ok(request.headers, result))
+                responses.append(encode.ok(request, result))
         if len(responses) != len(requests):
             raise RuntimeError(f"{len(requests)} requests in, {len(responses)} responses out")
         stats.peak_memory_bytes = peak_memory(self._device)
@@ -118,7 +104,7 @@ class Pipeline:
     def _decode(self, request: Request, started: float) -> Clip | FrameError:
         try:
             self._check_age(request.headers, started)
-            return decode(request.body, request.content_type, request.headers, self._config)
+            return request.decode(self._config)
         except FrameError as err:
             return err
         except Exception:  # a decoder bug must not sink the batch-mates

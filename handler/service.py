@@ -15,7 +15,8 @@ from ts.torch_handler.base_handler import BaseHandler
 from handler.config import HandlerConfig
 from handler.loading import load_model
 from handler.metrics import Kind, samples
-from handler.pipeline import BatchStats, Pipeline, Request
+from handler.pipeline import BatchStats, Pipeline
+from handler.requests import from_item
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +43,8 @@ class VideoFrameHandler(BaseHandler):
         logger.info("video handler ready on %s with %s", self.device, self.config)
 
     def handle(self, data, context) -> list[str]:
-        requests = [_request(item, context, idx) for idx, item in enumerate(data)]
+        requests = [from_item(item, context.get_all_request_header(idx) or {}, context.model_name)
+                    for idx, item in enumerate(data)]
         responses, stats = self.pipeline.run(requests)
         for idx, response in enumerate(responses):
             context.set_response_status(response.status, response.phrase, idx)
@@ -62,21 +64,3 @@ class VideoFrameHandler(BaseHandler):
         except Exception:
             logger.exception("emitting batch metrics failed; requests are unaffected")
 
-
-def _request(item: dict, context, idx: int) -> Request:
-    """TorchServe's per-request dict and headers -> the core's Request.
-
-    The request's own Content-Type wins over the parameter's, so a multipart form is refused
-    rather than served from one of its fields.
-    """
-    headers = {
-        str(name).lower(): value
-        for name, value in (context.get_all_request_header(idx) or {}).items()
-        if isinstance(value, str)
-    }
-    for key in ("body", "data"):
-        if key in item:
-            param = context.get_request_header(idx, key)
-            content_type = param.get("content-type") if isinstance(param, dict) else None
-            return Request(item[key], headers.get("content-type") or content_type, headers)
-    return Request(None, headers.get("content-type"), headers)

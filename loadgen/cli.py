@@ -13,6 +13,8 @@ from loadgen import report
 from loadgen.frames import IMAGES, Format, FrameSource
 from loadgen.metrics import Metrics, calculate_metrics
 from loadgen.runner import Target, run
+from loadgen.transport import Protocol
+from tskeys.keyfile import Key, KeyFileError
 from loadgen.schedule import Plan, Resolution, Switch
 
 
@@ -34,6 +36,10 @@ def parser() -> argparse.ArgumentParser:
                    help="frame size; repeat to mix (camera i gets the i-th, cycling; default 1280x720)")
     p.add_argument("--switch", action="append", type=Switch.parse, default=[], metavar="SECONDS:WxH",
                    help="from SECONDS on, every camera sends WxH (repeatable)")
+    p.add_argument("--protocol", type=Protocol, default=Protocol.HTTP, metavar="{http,grpc,oip}",
+                   help="HTTP /predictions, gRPC Predictions, or the Open Inference Protocol (default http)")
+    p.add_argument("--grpc-address", default="127.0.0.1:7070",
+                   help="gRPC inference address, host:port (default %(default)s)")
     p.add_argument("--format", type=Format, default=Format.JPEG, metavar="{jpeg,png,npy,raw}",
                    help="wire format (default jpeg)")
     p.add_argument("--clip", type=int, default=1, help="frames per request; >1 needs npy or raw (default 1)")
@@ -69,8 +75,12 @@ def execute(args: argparse.Namespace, progress: bool = True) -> tuple[Metrics, d
         raise ValueError("--realtime-streams needs --realtime-model")
     if args.realtime_streams > plan.streams:
         raise ValueError(f"--realtime-streams {args.realtime_streams} exceeds --streams {plan.streams}")
+    try:
+        key = Key(args.token_file) if args.token_file else Key(token=args.token)
+    except KeyFileError as exc:
+        raise ValueError(str(exc)) from None
     target = Target(args.url, args.model, args.token, args.timeout, args.realtime_model, args.realtime_streams,
-                    args.token_file)
+                    args.protocol, args.grpc_address, key)
     source = FrameSource(args.format, args.clip, args.distinct, args.images)
     bar = None
     if progress:
@@ -93,7 +103,7 @@ def execute(args: argparse.Namespace, progress: bool = True) -> tuple[Metrics, d
               "burst_start_s": plan.burst_start_s, "burst_duration_s": plan.burst_duration_s,
               "resolutions": [str(r) for r in plan.resolutions],
               "switches": [f"{s.at_s:g}:{s.resolution}" for s in plan.switches],
-              "format": args.format.value, "clip": plan.clip, "concurrency": args.concurrency,
+              "protocol": args.protocol.value, "format": args.format.value, "clip": plan.clip, "concurrency": args.concurrency,
               "max_lag_ms": args.max_lag_ms}
     data = report.to_json(metrics, records, config, plan.burst_window)
     lanes = lane_metrics(records, result.schedule, result.dropped, target, plan, args.sla_ms)

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
-
-import requests
 
 from loadgen.frames import FrameSource
-from loadgen.metrics import OK, Record
+from loadgen.metrics import Record
 from loadgen.schedule import Arrival, Plan, arrivals
-from tskeys import Key, is_invalid_key
+from loadgen.transport import Protocol, sender
+from tskeys.keyfile import Key
+
 
 _DROPPED = object()
 
@@ -27,12 +25,12 @@ class Target:
         url: the inference address, e.g. `http://127.0.0.1:8080`.
         model: the model name (`/predictions/{model}`).
         token: the inference key (sent as `Authorization: Bearer ...`), or None.
-        key_file: TorchServe's key_file.json instead of `token`: its inference key is sent, and
-            re-read once a request is refused with `InvalidKeyException` (that request is then
-            sent once more), so the run outlives key rotation.
         timeout_s: how long one request may take before it counts as unanswered.
         realtime_model: the low-latency lane's model; cameras below `realtime_streams` use it.
         realtime_streams: how many cameras (the first ones) go to `realtime_model`.
+        protocol: the door requests go through (HTTP `/predictions`, gRPC `Predictions`, OIP).
+        grpc_address: `host:port` of TorchServe's gRPC inference API.
+        key: the key to send, re-read from `key_file.json` on InvalidKeyException (overrides `token`).
     """
 
     url: str
@@ -41,11 +39,9 @@ class Target:
     timeout_s: float = 30.0
     realtime_model: str | None = None
     realtime_streams: int = 0
-    key_file: Path | None = None
-
-    def key(self) -> Key:
-        """The key senders share: from `key_file` (re-read when refused), or the fixed `token`."""
-        return Key(self.key_file, self.token)
+    protocol: Protocol = Protocol.HTTP
+    grpc_address: str = "127.0.0.1:7070"
+    key: Key | None = None
 
     def model_for(self, stream: int) -> str:
         """The model camera `stream` sends to."""
@@ -84,36 +80,22 @@ def run(plan: Plan, target: Target, source: FrameSource, concurrency: int = 128,
     schedule = arrivals(plan)
     for a in schedule:  # render every body before the clock starts
         source.prepare(a.stream, a.resolution)
-    local = threading.local()
-    key = target.key()
+    transport = sender(target.protocol, target.url, target.key or Key(token=target.token),
+                       target.timeout_s, target.grpc_address)
     records: list[Record | object | None] = [None] * len(schedule)
 
     def send(index: int, arrival: Arrival, start: float, wall_start: float) -> None:
-        session = getattr(local, "session", None)
-        if session is None:
-            session = local.session = requests.Session()
         if max_lag_s is not None and time.perf_counter() - start - arrival.t > max_lag_s:
             records[index] = _DROPPED
             if on_record is not None:
                 on_record(None)
             return
         payload = source.payload(arrival.stream, arrival.frame_id, arrival.resolution)
-        headers = {"Content-Type": payload.content_type, **payload.headers,
-                   "X-Stream-Id": f"cam-{arrival.stream}", "X-Frame-Id": str(arrival.frame_id),
+        headers = {**payload.headers, "X-Stream-Id": f"cam-{arrival.stream}", "X-Frame-Id": str(arrival.frame_id),
                    "X-Capture-Time": f"{wall_start + arrival.t:.6f}"}
         sent = round(time.perf_counter() - start, 6)
-        status: int | None = None
-        error: str | None = None
-        try:
-            answer = key.call(
-                lambda value: session.post(target.endpoint(arrival.stream), data=payload.body,
-                                           headers={**headers, **key.headers(value)}, timeout=target.timeout_s),
-                lambda a: is_invalid_key(a.status_code, a.content))
-            status = answer.status_code
-            if status != OK:
-                error = _error_type(answer)
-        except requests.RequestException as exc:
-            error = type(exc).__name__
+        answer = transport.send(target.model_for(arrival.stream), payload.body, payload.content_type, headers)
+        status, error = answer.status, answer.error
         record = Record(arrival.stream, arrival.frame_id, payload.frames, str(arrival.resolution),
                         round(arrival.t, 6), sent, round(time.perf_counter() - start, 6), status, error)
         records[index] = record
@@ -128,19 +110,10 @@ def run(plan: Plan, target: Target, source: FrameSource, concurrency: int = 128,
             if delay > 0:
                 time.sleep(delay)
             pool.submit(send, index, arrival, start, wall_start)
+    transport.close()
     missing = [i for i, r in enumerate(records) if r is None]
     if missing:
         raise RuntimeError(f"{len(missing)} of {len(records)} requests left no record")
     return Run(schedule, [r for r in records if isinstance(r, Record)],
                [a for a, r in zip(schedule, records) if r is _DROPPED])
 
-
-def _error_type(answer: requests.Response) -> str:
-    """The handler's error `type`, TorchServe's reason phrase otherwise."""
-    try:
-        body = answer.json()
-        if isinstance(body, dict) and isinstance(body.get("type"), str):
-            return body["type"]
-    except ValueError:
-        pass
-    return answer.reason or f"HTTP {answer.status_code}"

@@ -1,0 +1,128 @@
+"""Open Inference Protocol: request bodies built by the real tritonclient, answers it parses."""
+
+import json
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+
+from handler import encode, oip
+from handler.config import HandlerConfig
+from handler.errors import ClipTooLarge, CorruptFrame, EmptyFrame, FrameTooLarge, UnsupportedContentType
+from handler.models import frame_quality
+from handler.pipeline import Pipeline
+from handler.requests import Protocol, Request
+from tests import support
+
+CONFIG = HandlerConfig.from_mapping({"max_width": 1920, "max_height": 1080, "max_clip_frames": 4,
+                                     "pass_sizes": True})
+FRAME = support.frame(48, 64, 3)
+
+
+def _tensor(name, array, datatype, binary=True):
+    tensor = httpclient.InferInput(name, list(array.shape), datatype)
+    tensor.set_data_from_numpy(array, binary_data=binary)
+    return tensor
+
+
+def _body(*tensors):
+    """`(body, headers)` exactly as `tritonclient.http` sends them."""
+    body, json_size = httpclient.InferenceServerClient.generate_request_body(list(tensors))
+    return bytearray(body), ({} if json_size is None else {oip.HEADER_LENGTH: str(json_size)})
+
+
+def _frames(body, headers):
+    return [np.asarray(f) for f in oip.decode(body, headers, CONFIG).frames]
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_uint8_frame_grey_and_clip(binary):
+    grey = FRAME[..., 0].copy()
+    clip = np.stack([FRAME, FRAME[::-1].copy()])
+    [frame] = _frames(*_body(_tensor("x", FRAME, "UINT8", binary)))
+    assert np.array_equal(frame, FRAME)
+    [frame] = _frames(*_body(_tensor("x", grey, "UINT8", binary)))
+    assert np.array_equal(frame, np.repeat(grey[..., None], 3, axis=2))
+    frames = _frames(*_body(_tensor("x", clip, "UINT8", binary)))
+    assert len(frames) == 2 and all(np.array_equal(a, b) for a, b in zip(frames, clip))
+
+
+def test_bytes_of_encoded_images_are_a_clip_in_order():
+    jpeg, png = support.jpeg(FRAME), support.png(FRAME[:20, :30].copy())
+    frames = _frames(*_body(_tensor("images", np.array([jpeg, png], dtype=np.object_), "BYTES")))
+    assert np.array_equal(frames[0], support.decoded(jpeg)) and np.array_equal(frames[1], FRAME[:20, :30])
+
+
+def test_a_json_body_parsed_by_torchserve_is_accepted():
+    body = {"inputs": [{"name": "x", "shape": [2, 2], "datatype": "UINT8", "data": [[0, 1], [2, 255]]}]}
+    [frame] = oip.decode(body, {}, CONFIG).frames
+    assert frame[..., 2].tolist() == [[0, 1], [2, 255]]
+
+
+def _json(tensor):
+    return bytearray(json.dumps({"inputs": [tensor]}).encode()), {}
+
+
+@pytest.mark.parametrize("body, headers, error", [
+    (bytearray(b"{not json"), {}, oip.BadInferenceRequest),
+    (bytearray(b"[1, 2]"), {}, oip.BadInferenceRequest),
+    (bytearray(b'{"inputs": []}'), {}, oip.BadInferenceRequest),
+    (bytearray(b""), {}, EmptyFrame),
+    (bytearray(b'{"inputs": []}'), {oip.HEADER_LENGTH: "999"}, oip.BadInferenceRequest),
+    (bytearray(b'{"inputs": []}'), {oip.HEADER_LENGTH: "-1"}, oip.BadInferenceRequest),
+    (*_json({"name": "x", "shape": [2, 2], "datatype": "FP32", "data": [0, 0, 0, 0]}), UnsupportedContentType),
+    (*_json({"name": "x", "shape": [2, 2, 4], "datatype": "UINT8", "data": [0] * 16}), oip.BadInferenceRequest),
+    (*_json({"name": "x", "shape": [2, 2], "datatype": "UINT8", "data": [0, 0, 0]}), oip.BadInferenceRequest),
+    (*_json({"name": "x", "shape": [2, 2], "datatype": "UINT8", "data": [0, 0, 0, 256]}), oip.BadInferenceRequest),
+    (*_json({"name": "x", "shape": [2, "2"], "datatype": "UINT8", "data": [0] * 4}), oip.BadInferenceRequest),
+    (*_json({"name": "x", "shape": [2, 2], "datatype": "UINT8"}), oip.BadInferenceRequest),
+    (*_json({"name": "x", "shape": [1080, 4000, 3], "datatype": "UINT8", "data": []}), FrameTooLarge),
+    (*_json({"name": "x", "shape": [5, 8, 8, 3], "datatype": "UINT8", "data": []}), ClipTooLarge),
+    (*_json({"name": "x", "shape": [5], "datatype": "BYTES", "data": ["a"] * 5}), ClipTooLarge),
+    (*_json({"name": "x", "shape": [0], "datatype": "BYTES", "data": []}), EmptyFrame),
+    (*_json({"name": "x", "shape": [2], "datatype": "BYTES", "data": ["a"]}), oip.BadInferenceRequest),
+])
+def test_malformed_requests_are_typed_errors(body, headers, error):
+    with pytest.raises(error):
+        oip.decode(body, headers, CONFIG)
+
+
+def test_binary_sizes_that_run_past_the_body_are_refused():
+    body, headers = _body(_tensor("x", FRAME, "UINT8"))
+    with pytest.raises(oip.BadInferenceRequest, match="runs past"):
+        oip.decode(body[:-1], headers, CONFIG)
+    body, headers = _body(_tensor("x", np.array([support.jpeg(FRAME)], dtype=np.object_), "BYTES"))
+    start = int(headers[oip.HEADER_LENGTH])
+    body[start: start + 4] = (len(body) - start).to_bytes(4, "little")  # longer than what follows
+    with pytest.raises(CorruptFrame, match="declares"):
+        oip.decode(body, headers, CONFIG)
+
+
+def test_answers_stack_outputs_over_frames_and_tritonclient_reads_them():
+    model = frame_quality.build()
+    clip = np.stack([FRAME, support.frame(48, 64, 4)])
+    body, headers = _body(_tensor("frames", clip, "UINT8"))
+    bad = bytearray(body), {**headers, oip.HEADER_LENGTH: "5"}
+    requests = [Request(body, None, headers, protocol=Protocol.OIP, model="frame_quality"),
+                Request(*bad[:1], None, bad[1], protocol=Protocol.OIP)]
+    [good, refused], _ = Pipeline(model, CONFIG).run(requests)
+    assert (good.status, refused.status) == (200, 400)
+    result = httpclient.InferResult.from_response_body(good.body.encode())
+    assert result.get_response()["model_name"] == "frame_quality"
+    for name in ("brightness", "contrast", "sharpness"):
+        values = result.as_numpy(name)
+        assert values.dtype == np.float32 and values.shape == (2,)
+        for value, pixels in zip(values, clip):
+            assert value == pytest.approx(support.quality(pixels)[name], rel=1e-4)
+    assert json.loads(refused.body)["error"].startswith("BadInferenceRequest: ")
+
+
+def test_vectors_stack_to_n_by_k_and_ragged_outputs_are_a_400():
+    request = Request(b"", protocol=Protocol.OIP, model="m")
+    frames = [{"outputs": {"v": [1.0, 2.0], "s": 3}}, {"outputs": {"v": [4.0, 5.0], "s": 6}}]
+    body = json.loads(encode.ok(request, frames).body)
+    assert body["outputs"] == [{"name": "v", "datatype": "FP32", "shape": [2, 2], "data": [1.0, 2.0, 4.0, 5.0]},
+                               {"name": "s", "datatype": "FP32", "shape": [2], "data": [3, 6]}]
+    ragged = [{"outputs": {"map": [[1.0, 2.0]]}}, {"outputs": {"map": [[1.0], [2.0]]}}]
+    answer = encode.ok(request, ragged)
+    assert answer.status == 400 and json.loads(answer.body)["error"].startswith("NotStackable: ")
