@@ -15,7 +15,7 @@ from loadgen.metrics import Metrics, calculate_metrics
 from loadgen.runner import Target, run
 from loadgen.transport import Protocol
 from tskeys.keyfile import Key, KeyFileError
-from loadgen.schedule import Plan, Resolution, Switch
+from loadgen.schedule import Plan, Resolution, StreamRate, Switch
 
 
 def parser() -> argparse.ArgumentParser:
@@ -36,8 +36,11 @@ def parser() -> argparse.ArgumentParser:
                    help="frame size; repeat to mix (camera i gets the i-th, cycling; default 1280x720)")
     p.add_argument("--switch", action="append", type=Switch.parse, default=[], metavar="SECONDS:WxH",
                    help="from SECONDS on, every camera sends WxH (repeatable)")
-    p.add_argument("--protocol", type=Protocol, default=Protocol.HTTP, metavar="{http,grpc,oip}",
-                   help="HTTP /predictions, gRPC Predictions, or the Open Inference Protocol (default http)")
+    p.add_argument("--stream-fps", action="append", type=StreamRate.parse, default=[], metavar="STREAM:FPS",
+                   help="camera STREAM sends FPS frames/s for the whole run, e.g. 0:300 (repeatable)")
+    p.add_argument("--protocol", type=Protocol, default=Protocol.HTTP, metavar="{http,grpc,oip,grpc-stream}",
+                   help="HTTP /predictions, gRPC Predictions, the Open Inference Protocol, or gRPC "
+                        "StreamPredictions2 with one persistent stream per camera (default http)")
     p.add_argument("--grpc-address", default="127.0.0.1:7070",
                    help="gRPC inference address, host:port (default %(default)s)")
     p.add_argument("--format", type=Format, default=Format.JPEG, metavar="{jpeg,png,npy,raw}",
@@ -65,7 +68,8 @@ def plan_from(args: argparse.Namespace) -> Plan:
     return Plan(streams=args.streams, fps=args.fps, duration_s=args.duration,
                 resolutions=tuple(args.resolution or [Resolution(1280, 720)]),
                 burst_fps=args.burst_fps, burst_start_s=args.burst_start,
-                burst_duration_s=args.burst_duration, clip=args.clip, switches=tuple(args.switch))
+                burst_duration_s=args.burst_duration, clip=args.clip, switches=tuple(args.switch),
+                stream_rates=tuple(args.stream_fps))
 
 
 def execute(args: argparse.Namespace, progress: bool = True) -> tuple[Metrics, dict]:
@@ -103,6 +107,7 @@ def execute(args: argparse.Namespace, progress: bool = True) -> tuple[Metrics, d
               "burst_start_s": plan.burst_start_s, "burst_duration_s": plan.burst_duration_s,
               "resolutions": [str(r) for r in plan.resolutions],
               "switches": [f"{s.at_s:g}:{s.resolution}" for s in plan.switches],
+              "stream_fps": [f"{r.stream}:{r.fps:g}" for r in plan.stream_rates],
               "protocol": args.protocol.value, "format": args.format.value, "clip": plan.clip, "concurrency": args.concurrency,
               "max_lag_ms": args.max_lag_ms}
     data = report.to_json(metrics, records, config, plan.burst_window)

@@ -2,7 +2,7 @@
 Inference Protocol, answered the same way (`Answer`), with the retry-once rule for expired keys.
 
 Every sender takes a `tskeys.keyfile.Key`; when TorchServe refuses the key (HTTP 400
-`InvalidKeyException`, gRPC `CANCELLED` "Token Authorization failed", as TorchServe 0.12 answers) it
+`InvalidKeyException`, gRPC `PERMISSION_DENIED` "Token Authorization failed") it
 re-reads `key_file.json` (`key.refresh`) and retries once.
 """
 
@@ -29,6 +29,7 @@ class Protocol(enum.Enum):
     HTTP = "http"  # POST /predictions/{model}, headers of DESIGN section 4
     GRPC = "grpc"  # Predictions, options as input keys
     OIP = "oip"  # POST /v2/models/{model}/infer, one binary BYTES tensor per request
+    GRPC_STREAM = "grpc-stream"  # StreamPredictions2: one persistent stream per camera (loadgen.stream)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +137,6 @@ class GrpcSender:
                 reply = self._stub.Predictions(request, timeout=self._timeout, metadata=self._key.metadata(token))
                 break
             except self._grpc.RpcError as exc:
-                # TorchServe 0.12 refuses a key with CANCELLED "Token Authorization failed".
                 if attempt or not is_grpc_invalid_key(exc.code(), exc.details()):
                     return Answer(None, exc.code().name)
                 self._key.refresh(refused=token)
@@ -159,6 +159,8 @@ def answer_of(prediction: bytes) -> Answer:
 def sender(protocol: Protocol, url: str, key: Key, timeout_s: float = 30.0,
            grpc_address: str = "127.0.0.1:7070") -> Sender:
     """The sender for `protocol`: HTTP and OIP to `url`, gRPC to `grpc_address`."""
+    if protocol is Protocol.GRPC_STREAM:
+        raise ValueError("grpc-stream sends on one stream per camera: use loadgen.stream, not a sender")
     if protocol is Protocol.GRPC:
         return GrpcSender(grpc_address, key, timeout_s)
     if protocol is Protocol.OIP:

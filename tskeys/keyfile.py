@@ -2,7 +2,7 @@
 
 TorchServe 0.12 holds one inference and one management key (plus the never-expiring `API` key
 that issues new ones). Checked by running it: a key is refused (HTTP 400 `InvalidKeyException`;
-gRPC `CANCELLED` "Token Authorization failed") once it expires *or* as soon as a new key of its
+gRPC `PERMISSION_DENIED` "Token Authorization failed") once it expires *or* as soon as a new key of its
 kind is issued, since the frontend keeps no old key; TorchServe rewrites the whole file in place
 (not atomically) on every issue and deletes it at stop. So a producer keeps its key until it is
 refused, then re-reads the file and retries once; `tskeys.rotate` keeps the file's keys valid.
@@ -137,13 +137,20 @@ def is_invalid_key(status: int, body: bytes | str) -> bool:
 
 
 def is_grpc_invalid_key(code: object, details: str | None) -> bool:
-    """Whether a gRPC error is TorchServe refusing the key (`CANCELLED`, "Token Authorization failed").
+    """Whether a gRPC error is TorchServe refusing the key ("Token Authorization failed").
+
+    TorchServe 0.12 answers `PERMISSION_DENIED` (seen for `Predictions` and `StreamPredictions2`);
+    its later sources use `CANCELLED`; both are taken, with the text.
 
     Args:
         code: the call's `grpc.StatusCode` (compared by name, so `grpc` stays optional here).
         details: the call's details text.
     """
-    return getattr(code, "name", str(code)) == "CANCELLED" and GRPC_INVALID_KEY in (details or "")
+    name = getattr(code, "name", str(code))
+    return name in _GRPC_REFUSED and GRPC_INVALID_KEY in (details or "")
+
+
+_GRPC_REFUSED = ("PERMISSION_DENIED", "UNAUTHENTICATED", "CANCELLED")
 
 
 class Key:

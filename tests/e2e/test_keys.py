@@ -2,7 +2,8 @@
 producers running across several expiries lose no request to authorization.
 
 All producers run at once, over one window of RUN_S seconds (several key lifetimes): video-loadgen
-over HTTP, and a held-out-style producer that keeps its key until it is refused, then re-reads
+over HTTP, over gRPC `Predictions` and over one `StreamPredictions2` stream per camera (the stream
+lane), and a held-out-style producer that keeps its key until it is refused, then re-reads
 key_file.json (plain `json.load`) and retries once.
 """
 
@@ -15,7 +16,6 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 import requests
@@ -29,6 +29,7 @@ from tests.support import ROOT
 RUN_S = 150.0
 LIFETIME_S = 60.0
 MODEL = "frame_quality"
+STREAM_MODEL = "frame_quality_stream"
 
 
 def _producer(server: TorchServe, stop: threading.Event, out: dict) -> None:
@@ -82,28 +83,37 @@ def expiring(archives, tmp_path_factory):
 def window(expiring, tmp_path_factory):
     """Every producer at once for RUN_S seconds; what each saw."""
     server, log = expiring
-    report = tmp_path_factory.mktemp("reports") / "http.json"
+    reports = tmp_path_factory.mktemp("reports")
     held_out = {"statuses": {}, "lost": [], "unreadable": [], "refused": 0}
     stop = threading.Event()
-    with ThreadPoolExecutor(2) as pool:
+    grpc_address = f"127.0.0.1:{server.properties().get('grpc_inference_port', '7070')}"
+    runs = {"http": (MODEL, "http"), "grpc": (MODEL, "grpc"), "grpc-stream": (STREAM_MODEL, "grpc-stream")}
+
+    def loadgen(name: str) -> int:
+        model, protocol = runs[name]
+        return cli.main(["--url", server.inference_url, "--grpc-address", grpc_address, "--model", model,
+                         "--protocol", protocol, "--token-file", str(server.workdir / "key_file.json"),
+                         "--streams", "2", "--fps", "4", "--duration", str(RUN_S), "--resolution", "160x96",
+                         "--sla-ms", "60000", "--no-progress", "--report", str(reports / f"{name}.json")])
+
+    with ThreadPoolExecutor(len(runs) + 1) as pool:
         producer = pool.submit(_producer, server, stop, held_out)
-        status = cli.main(["--url", server.inference_url, "--model", MODEL,
-                           "--token-file", str(server.workdir / "key_file.json"),
-                           "--streams", "2", "--fps", "4", "--duration", str(RUN_S), "--resolution", "160x96",
-                           "--sla-ms", "60000", "--no-progress", "--report", str(report)])
+        statuses = dict(zip(runs, pool.map(loadgen, runs)))
         stop.set()
         producer.result()
     time.sleep(1)
-    return {"status": status, "http": json.loads(report.read_text()), "held_out": held_out,
+    return {"statuses": statuses, "reports": {name: json.loads((reports / f"{name}.json").read_text()) for name in runs},
+            "held_out": held_out,
             "renewals": re.findall(r"renewed the inference key", log.read_text()),
             "access": (server.workdir / "logs" / "access_log.log").read_text()}
 
 
-def test_video_loadgen_over_http_loses_no_request_across_expiries(window):
-    report = window["http"]
+@pytest.mark.parametrize("protocol", ["http", "grpc", "grpc-stream"])
+def test_video_loadgen_loses_no_request_across_expiries(window, protocol):
+    report = window["reports"][protocol]
     assert report["requests_sent"] == 2 * 4 * RUN_S
     assert report["responses"] == {"200": report["requests_sent"]}
-    assert window["status"] == 0
+    assert window["statuses"][protocol] == 0
 
 
 def test_keys_were_renewed_and_refused_producers_recovered(window):

@@ -35,7 +35,7 @@ def grpc_server():
             token = dict(context.invocation_metadata()).get("authorization")
             seen.append((token, dict(request.input)))
             if token != "Bearer good":
-                context.abort(grpc.StatusCode.CANCELLED, "Token Authorization failed. Token either incorrect, expired, or not provided correctly")  # as TorchServe 0.12
+                context.abort(grpc.StatusCode.PERMISSION_DENIED, "Token Authorization failed. Token either incorrect, expired, or not provided correctly")
             code = 400 if request.input.get("stream_id") == b"cam-1" else 200
             body = {"code": code} if code == 200 else {"code": code, "type": "CorruptFrame"}
             return pb2.PredictionResponse(prediction=json.dumps(body).encode())
@@ -70,7 +70,7 @@ def test_grpc_sender_rereads_the_key_file_once_when_refused(grpc_server, tmp_pat
     assert [token for token, _ in seen] == ["Bearer old", "Bearer good"]
     path.write_text(json.dumps({"inference": {"key": "wrong"}}))
     key.refresh()
-    assert sender.send("m", b"x", "image/jpeg", {}) == Answer(None, "CANCELLED")
+    assert sender.send("m", b"x", "image/jpeg", {}) == Answer(None, "PERMISSION_DENIED")
     assert len(seen) == 4  # one retry, not more
     sender.close()
 

@@ -76,7 +76,7 @@ def test_invalid_key_answers_are_recognised():
         name = "CANCELLED"
 
     details = "Token Authorization failed. Token either incorrect, expired, or not provided correctly"
-    assert is_grpc_invalid_key(Code(), details)
+    assert is_grpc_invalid_key(Code(), details) and is_grpc_invalid_key("PERMISSION_DENIED", details)
     assert not is_grpc_invalid_key(Code(), "call already cancelled")
     assert not is_grpc_invalid_key("UNAVAILABLE", details)
 
