@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -110,6 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--expiration-min", type=float, default=1.0, help="token_expiration_min (default 1)")
     p.add_argument("--json", type=Path, help="write the result here")
     args = p.parse_args(argv)
+
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt  # `kill` stops TorchServe and video-keys too (the finally blocks)
+
+    signal.signal(signal.SIGTERM, interrupted)
     with tempfile.TemporaryDirectory(prefix="bench-soak-") as tmp:
         result = soak(Path(tmp), args.streams, args.fps, args.duration, args.resolution, args.model,
                       expiration_min=args.expiration_min)
