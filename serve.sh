@@ -30,9 +30,9 @@ nohup python -m tskeys.rotate --config config.properties --key-file key_file.jso
   >>logs/keys.log 2>&1 </dev/null &
 
 python - <<'PY'
-import sys, time, urllib.request
+import json, sys, time, urllib.request
 from tskeys import KeyFileError, read_key
-from tskeys.settings import read_properties
+from tskeys.settings import Settings, read_properties
 
 def get(url, key):
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
@@ -43,8 +43,10 @@ deadline = time.monotonic() + 180
 while time.monotonic() < deadline:
     try:
         key = read_key("key_file.json", "management", settle_s=0)
-        models = [m.removesuffix(".mar") for m in read_properties("config.properties")["load_models"].split(",")]
-        ready = [get(f"http://127.0.0.1:8081/models/{m}", key)[0]["workers"] for m in models]
+        properties = read_properties("config.properties")
+        management = Settings.from_properties(properties).management_url
+        models = [m.removesuffix(".mar") for m in properties["load_models"].split(",")]
+        ready = [get(f"{management}/models/{m}", key)[0]["workers"] for m in models]
         if all(w and all(x["status"] == "READY" for x in w) for w in ready):
             break
     except (OSError, ValueError, KeyError, IndexError, KeyFileError):
