@@ -123,7 +123,7 @@ class CameraStream:
                 self._lock.notify_all()
                 return
         # The stream is gone: the frame is lost, as over a camera's broken uplink.
-        self._finish(pending, time.perf_counter() - self._start, None, self._failed, None)
+        self._done(pending, time.perf_counter() - self._start, None, self._failed, None)
 
     def close(self) -> None:
         with self._lock:
@@ -164,7 +164,7 @@ class CameraStream:
                         self._lock.notify_all()
                     self.answers.append(body)
                     if pending is not None:
-                        self._finish(pending, time.perf_counter() - self._start, status, error, body)
+                        self._done(pending, time.perf_counter() - self._start, status, error, body)
                 with self._lock:
                     self._failed = "StreamEnded"
                     self._epoch += 1
@@ -197,7 +197,11 @@ class CameraStream:
             lost = [p for p in self._frames[self._cursor:] if p is not _END]
             self._cursor = len(self._frames)
         for pending in lost:
-            self._finish(pending, time.perf_counter() - self._start, None, error, None)
+            self._done(pending, time.perf_counter() - self._start, None, error, None)
+
+    def _done(self, pending: _Pending, done: float, status: int | None, error: str | None, body) -> None:
+        pending.request = None  # a long run keeps its bookkeeping, not every frame's bytes
+        self._finish(pending, done, status, error, body)
 
     def fail_pending(self, error: str) -> None:
         """Every frame sent and not answered is lost (no answer: status None)."""
@@ -205,7 +209,7 @@ class CameraStream:
             lost, self._pending = list(self._pending), deque()
             self._lock.notify_all()
         for pending in lost:
-            self._finish(pending, time.perf_counter() - self._start, None, error, None)
+            self._done(pending, time.perf_counter() - self._start, None, error, None)
 
 
 def run_streams(plan: Plan, target: StreamTarget, source: FrameSource,
