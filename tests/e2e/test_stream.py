@@ -13,7 +13,7 @@ from tests import support
 
 LANE = "frame_quality_stream"
 CAMERAS = 3
-FRAMES = 6  # below maxSequenceJobQueueSize (8): a camera's burst is queued, not refused
+FRAMES = 6  # below maxSequenceJobQueueSize: a camera's burst is queued, not refused
 
 
 def _camera(server, stub, pb2, camera: int, bodies: list[bytes], out: dict) -> None:
