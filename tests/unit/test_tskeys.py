@@ -221,7 +221,7 @@ def test_rotator_waits_out_a_restart_and_takes_the_new_keys_as_fresh(tmp_path):
 
 
 def test_rotator_renews_at_once_a_key_torchserve_refuses(tmp_path):
-    clock, server, rotator = _rotator(tmp_path)
+    _clock, server, rotator = _rotator(tmp_path)
     server.keys["inference"] = ("someone-else", 1e9)  # the file still holds the old key
     assert rotator.check() == ["inference"]
     assert server.valid("inference", read_key(server.path))
@@ -229,7 +229,7 @@ def test_rotator_renews_at_once_a_key_torchserve_refuses(tmp_path):
 
 def test_a_skewed_torchserve_clock_causes_no_renewal_storm(tmp_path):
     # TorchServe's clock runs 10 min behind: every expiry it writes looks long past.
-    clock, server, rotator = _rotator(tmp_path, skew_s=-600)
+    clock, _server, rotator = _rotator(tmp_path, skew_s=-600)
     renewals = _run(clock, rotator, 120, 3)
     # Once after min age (6 s) for the keys it found, then on its own schedule only.
     assert [t for t, kind in renewals if kind == "inference"] == [6.0, 36.0, 66.0, 96.0]
