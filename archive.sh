@@ -2,7 +2,8 @@
 # Packages models with the video frame handler into model_store/.
 #
 #   ./archive.sh                                   the demo archives: frame_quality, its low-latency
-#                                                  lane frame_quality_realtime, fixed_batch_cnn
+#                                                  lane frame_quality_realtime, its stream lane
+#                                                  frame_quality_stream, fixed_batch_cnn
 #   ./archive.sh NAME MODEL_FILE CONFIG_YAML [VERSION]
 #                                                  your own model: a TorchScript (.pt) or
 #                                                  torch.export (.pt2) file and a model-config
@@ -57,6 +58,7 @@ if [[ $# -eq 0 ]]; then
   PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" -m handler.models.build "$build"
   package frame_quality "$build/frame_quality.pt" "$here/handler/models/frame_quality.yaml"
   package frame_quality_realtime "$build/frame_quality.pt" "$here/handler/models/frame_quality_realtime.yaml"
+  package frame_quality_stream "$build/frame_quality.pt" "$here/handler/models/frame_quality_stream.yaml"
   package fixed_batch_cnn "$build/fixed_batch_cnn.pt2" "$here/handler/models/fixed_batch_cnn.yaml"
 elif [[ $# -ge 3 && $# -le 4 ]]; then
   package "$@"

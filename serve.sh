@@ -1,14 +1,27 @@
 #!/usr/bin/env bash
 # Serves the demo models: installs what is missing, builds the archives, starts TorchServe with
-# config.properties, waits until every model is ready and prints a working curl.
-#   ./serve.sh         (re)start        ./serve.sh stop         stop
+# config.properties and video-keys beside it (renews the keys in key_file.json before they expire;
+# logs/keys.log), waits until every model is ready and prints a working curl.
+#   ./serve.sh         (re)start        ./serve.sh stop         stop both
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 . scripts/setup.sh
 
+keys_pid=logs/video-keys.pid
+stop_keys() {
+  local pid
+  pid="$(cat "$keys_pid" 2>/dev/null)" || return 0
+  if kill -TERM "$pid" 2>/dev/null; then
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  fi
+  rm -f "$keys_pid"
+}
+
 if [[ ${1:-} == stop ]]; then
+  stop_keys
   exec torchserve --stop
 fi
+stop_keys
 torchserve --stop >/dev/null 2>&1 || true
 ./archive.sh
 mkdir -p logs
@@ -19,13 +32,16 @@ if [[ ${VIDEO_TS_PORT_OFFSET:-0} != 0 ]]; then
   python -m tsutil.properties config.properties --port-offset "$VIDEO_TS_PORT_OFFSET" >"$config"
 fi
 torchserve --start --ncs --ts-config "$config" >logs/console.log 2>&1
+nohup python -m tskeys.rotate --config "$config" --key-file key_file.json --pid-file "$keys_pid" \
+  >>logs/keys.log 2>&1 </dev/null &
 python -m tsutil.server wait "$config" --timeout 180
 inference=$(python -m tsutil.properties "$config" --get inference_address)
 metrics=$(python -m tsutil.properties "$config" --get metrics_address)
 
 cat <<MSG
-TorchServe is serving frame_quality, frame_quality_realtime (low-latency lane) and fixed_batch_cnn
-on $inference (metrics on $metrics/metrics).
+TorchServe is serving frame_quality, frame_quality_realtime (low-latency lane), frame_quality_stream
+(gRPC stream lane) and fixed_batch_cnn on $inference (metrics on $metrics/metrics);
+video-keys renews the keys in key_file.json before they expire (logs/keys.log).
 Try:
   curl -H "Authorization: Bearer \$(python3 -c 'import json; print(json.load(open("key_file.json"))["inference"]["key"])')" \\
        -H "Content-Type: image/png" --data-binary @data/images/chelsea.png \\

@@ -1,18 +1,20 @@
 """TorchServe's management API, authenticated with the key from `key_file.json`.
 
-TorchServe rotates its keys (`token_expiration_min`, 60 by default), so the key is re-read from
-the file for every call: a sidecar that runs for days keeps working.
+Keys expire (`token_expiration_min`) and are renewed by `video-keys`, which rewrites the file; a
+call whose key is refused (400 `InvalidKeyException`) re-reads the file and is sent once more
+(`tskeys.Key.call`), so a sidecar that runs for days keeps working.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import requests
+
+from tskeys import Key, KeyFileError, is_invalid_key
 
 logger = logging.getLogger(__name__)
 
@@ -34,17 +36,6 @@ class Version:
     workers: int
 
 
-def read_key(key_file: Path | None, api: str) -> str | None:
-    """The `api` key ("management" or "inference") from key_file.json, read now (keys rotate)."""
-    if key_file is None:
-        return None
-    try:
-        return json.loads(key_file.read_text())[api]["key"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ManagementError(f"cannot read the {api} key from {key_file}: {exc!r}; pass the "
-                              "key_file.json TorchServe wrote in its working directory") from None
-
-
 class Management:
     """Calls to `management_url`; `key_file` is TorchServe's key_file.json (None: no auth)."""
 
@@ -53,14 +44,24 @@ class Management:
         self.key_file = key_file
         self.timeout_s = timeout_s
         self.session = requests.Session()
+        self._key: Key | None = None
 
-    def _headers(self, api: str = "management") -> dict[str, str]:
-        key = read_key(self.key_file, api)
-        return {"Authorization": f"Bearer {key}"} if key else {}
+    @property
+    def key(self) -> Key:
+        """The management key (read at the first call, re-read when refused)."""
+        if self._key is None:
+            try:
+                self._key = Key(self.key_file, kind="management")
+            except KeyFileError as exc:
+                raise ManagementError(str(exc)) from None
+        return self._key
 
     def _call(self, method: str, path: str, **params) -> requests.Response:
-        answer = self.session.request(method, self.url + path, params=params or None,
-                                      headers=self._headers(), timeout=self.timeout_s)
+        key = self.key
+        answer = key.call(
+            lambda value: self.session.request(method, self.url + path, params=params or None,
+                                               headers=key.headers(value), timeout=self.timeout_s),
+            lambda a: is_invalid_key(a.status_code, a.content))
         if answer.status_code == 405:
             raise ManagementError(f"{method} {path}: 405, the model API is off; start TorchServe with "
                                   "enable_model_api=true (see docs/autotune.md)")
@@ -135,14 +136,18 @@ def flush(inference_url: str, key_file: Path | None, model: str, version: str, w
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    key = read_key(key_file, "inference")
-    headers = {"Content-Type": "image/png", "X-Stream-Id": "autotune-drain",
-               **({"Authorization": f"Bearer {key}"} if key else {})}
+    try:
+        key = Key(key_file)
+    except KeyFileError as exc:
+        raise ManagementError(str(exc)) from None
+    headers = {"Content-Type": "image/png", "X-Stream-Id": "autotune-drain"}
     body = _sentinel_png()
     url = f"{inference_url.rstrip('/')}/predictions/{model}/{version}"
 
     def send(_: int) -> int:
-        return requests.post(url, data=body, headers=headers, timeout=timeout_s).status_code
+        return key.call(lambda value: requests.post(url, data=body, headers={**headers, **key.headers(value)},
+                                                    timeout=timeout_s),
+                        lambda a: is_invalid_key(a.status_code, a.content)).status_code
 
     with ThreadPoolExecutor(max(1, workers)) as pool:
         statuses = list(pool.map(send, range(max(1, workers))))

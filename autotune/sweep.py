@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.fit import LatencyFit, fit_batch_latency
-from autotune.management import Management, read_key
+from autotune.management import Management
 from autotune.prom import batch_samples, traffic
 from autotune.recommend import Cell, Scored, recommend, score
 from autotune.scrape import Poller
@@ -23,6 +23,7 @@ from loadgen.frames import IMAGES, Format, FrameSource
 from loadgen.metrics import calculate_metrics
 from loadgen.runner import Target, run
 from loadgen.schedule import Plan, Resolution
+from tskeys import Key, is_invalid_key
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +74,7 @@ class SweepResult:
 def measure(deployment: Deployment, load: Load, sla_ms: float, setting: Setting,
             scrape_interval_s: float = 0.05) -> tuple[Cell, list[tuple[float, float]]]:
     """Runs the load against the current default and returns the cell and its single-batch samples."""
-    token = read_key(deployment.key_file, "inference")
-    target = Target(deployment.inference_url, deployment.model, token, load.timeout_s)
+    target = Target(deployment.inference_url, deployment.model, None, load.timeout_s, key=Key(deployment.key_file))
     source = FrameSource(load.format, 1, 8, IMAGES)
     if load.warmup_s > 0:  # a fresh worker's first batches (TorchScript profiling) are slow
         run(load.plan(load.warmup_s), target, source, load.concurrency)
@@ -106,7 +106,7 @@ def probe(deployment: Deployment, load: Load, sizes: Sequence[int], repeats: int
 
     import requests
 
-    token = read_key(deployment.key_file, "inference")
+    key = Key(deployment.key_file)
     source = FrameSource(load.format, 1, 8, IMAGES)
     resolution = load.resolutions[0]
     source.prepare(0, resolution)
@@ -120,11 +120,12 @@ def probe(deployment: Deployment, load: Load, sizes: Sequence[int], repeats: int
 
                     def send(i: int, barrier: threading.Barrier = barrier) -> int:
                         payload = source.payload(0, i, resolution)
-                        headers = {"Content-Type": payload.content_type, **payload.headers,
-                                   **({"Authorization": f"Bearer {token}"} if token else {})}
+                        headers = {"Content-Type": payload.content_type, **payload.headers}
                         barrier.wait(timeout=30)
-                        return requests.post(url, data=payload.body, headers=headers,
-                                             timeout=load.timeout_s).status_code
+                        return key.call(
+                            lambda value: requests.post(url, data=payload.body, timeout=load.timeout_s,
+                                                        headers={**headers, **key.headers(value)}),
+                            lambda a: is_invalid_key(a.status_code, a.content)).status_code
 
                     list(pool.map(send, range(n)))
                     time.sleep(pause_s)  # let the scrape see this batch alone

@@ -6,7 +6,6 @@ Exit status: 0 when every request got 200 and p99 latency met --sla-ms, 1 otherw
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from loadgen import report
 from loadgen.frames import IMAGES, Format, FrameSource
 from loadgen.metrics import Metrics, calculate_metrics
 from loadgen.runner import Target, run
-from loadgen.schedule import Plan, Resolution, Switch
+from loadgen.schedule import Plan, Resolution, StreamRate, Switch
 from loadgen.transport import Protocol
 from tskeys.keyfile import Key, KeyFileError
 
@@ -37,8 +36,11 @@ def parser() -> argparse.ArgumentParser:
                    help="frame size; repeat to mix (camera i gets the i-th, cycling; default 1280x720)")
     p.add_argument("--switch", action="append", type=Switch.parse, default=[], metavar="SECONDS:WxH",
                    help="from SECONDS on, every camera sends WxH (repeatable)")
-    p.add_argument("--protocol", type=Protocol, default=Protocol.HTTP, metavar="{http,grpc,oip}",
-                   help="HTTP /predictions, gRPC Predictions, or the Open Inference Protocol (default http)")
+    p.add_argument("--stream-fps", action="append", type=StreamRate.parse, default=[], metavar="STREAM:FPS",
+                   help="camera STREAM sends FPS frames/s for the whole run, e.g. 0:300 (repeatable)")
+    p.add_argument("--protocol", type=Protocol, default=Protocol.HTTP, metavar="{http,grpc,oip,grpc-stream}",
+                   help="HTTP /predictions, gRPC Predictions, the Open Inference Protocol, or gRPC "
+                        "StreamPredictions2 with one persistent stream per camera (default http)")
     p.add_argument("--grpc-address", default="127.0.0.1:7070",
                    help="gRPC inference address, host:port (default %(default)s)")
     p.add_argument("--format", type=Format, default=Format.JPEG, metavar="{jpeg,png,npy,raw,h264,mp4}",
@@ -48,7 +50,8 @@ def parser() -> argparse.ArgumentParser:
                    help="frames per H.264 segment with --format h264|mp4 (default %(default)s)")
     token = p.add_mutually_exclusive_group()
     token.add_argument("--token", help="inference key")
-    token.add_argument("--token-file", type=Path, help="TorchServe's key_file.json (reads inference.key)")
+    token.add_argument("--token-file", type=Path,
+                       help="TorchServe's key_file.json (inference key; re-read when refused, then one retry)")
     p.add_argument("--sla-ms", type=float, default=200.0, help="p99 latency budget, ms (default %(default)s)")
     p.add_argument("--report", type=Path, help="write the JSON report here")
     p.add_argument("--plot", type=Path, help="write the latency-over-time PNG here")
@@ -63,27 +66,18 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def read_token(path: Path) -> str:
-    """The inference key from TorchServe's `key_file.json`."""
-    try:
-        return json.loads(path.read_text())["inference"]["key"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"cannot read the inference key from {path}: {exc!r}; "
-                         "pass the key_file.json TorchServe wrote in its working directory") from None
-
-
 def plan_from(args: argparse.Namespace) -> Plan:
     return Plan(streams=args.streams, fps=args.fps, duration_s=args.duration,
                 resolutions=tuple(args.resolution or [Resolution(1280, 720)]),
                 burst_fps=args.burst_fps, burst_start_s=args.burst_start,
                 burst_duration_s=args.burst_duration, switches=tuple(args.switch),
-                clip=args.segment_frames if args.format.is_video else args.clip)
+                clip=args.segment_frames if args.format.is_video else args.clip,
+                stream_rates=tuple(args.stream_fps))
 
 
 def execute(args: argparse.Namespace, progress: bool = True) -> tuple[Metrics, dict]:
     """Runs the load described by parsed arguments; writes the report and plot when asked."""
     plan = plan_from(args)
-    token = args.token or (read_token(args.token_file) if args.token_file else None)
     if args.realtime_streams and not args.realtime_model:
         raise ValueError("--realtime-streams needs --realtime-model")
     if args.realtime_streams > plan.streams:
@@ -92,7 +86,7 @@ def execute(args: argparse.Namespace, progress: bool = True) -> tuple[Metrics, d
         key = Key(args.token_file) if args.token_file else Key(token=args.token)
     except KeyFileError as exc:
         raise ValueError(str(exc)) from None
-    target = Target(args.url, args.model, token, args.timeout, args.realtime_model, args.realtime_streams,
+    target = Target(args.url, args.model, args.token, args.timeout, args.realtime_model, args.realtime_streams,
                     args.protocol, args.grpc_address, key)
     source = FrameSource(args.format, plan.clip, args.distinct, args.images)
     bar = None
@@ -116,6 +110,7 @@ def execute(args: argparse.Namespace, progress: bool = True) -> tuple[Metrics, d
               "burst_start_s": plan.burst_start_s, "burst_duration_s": plan.burst_duration_s,
               "resolutions": [str(r) for r in plan.resolutions],
               "switches": [f"{s.at_s:g}:{s.resolution}" for s in plan.switches],
+              "stream_fps": [f"{r.stream}:{r.fps:g}" for r in plan.stream_rates],
               "protocol": args.protocol.value, "format": args.format.value, "clip": plan.clip, "concurrency": args.concurrency,
               "max_lag_ms": args.max_lag_ms}
     data = report.to_json(metrics, records, config, plan.burst_window)

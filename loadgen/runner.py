@@ -76,6 +76,10 @@ def run(plan: Plan, target: Target, source: FrameSource, concurrency: int = 128,
     """
     if concurrency < 1:
         raise ValueError(f"concurrency = {concurrency}: use 1 or more")
+    if target.protocol is Protocol.GRPC_STREAM:  # one stream per camera, not one call per request
+        from loadgen.stream import run_target
+
+        return run_target(plan, target, source, on_record)
     schedule = arrivals(plan)
     for a in schedule:  # render every body before the clock starts
         source.prepare(a.stream, a.resolution)

@@ -50,6 +50,26 @@ class Switch:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamRate:
+    """Camera `stream` sends `fps` frames per second for the whole run (bursts included)."""
+
+    stream: int
+    fps: float
+
+    @classmethod
+    def parse(cls, text: str) -> StreamRate:
+        """`"0:300"` -> StreamRate(0, 300.0); a ValueError names the bad text."""
+        stream, sep, fps = text.partition(":")
+        try:
+            rate = cls(int(stream), float(fps))
+        except ValueError:
+            rate = None
+        if not sep or rate is None or rate.stream < 0 or not rate.fps > 0:
+            raise ValueError(f"stream rate {text!r} is not STREAM:FPS with FPS above 0, e.g. 0:300")
+        return rate
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     """What the cameras do.
 
@@ -62,6 +82,7 @@ class Plan:
         burst_start_s, burst_duration_s: the burst window.
         clip: frames per request; a camera sends one request every clip / fps seconds.
         switches: mid-run resolution switches, applied to all cameras.
+        stream_rates: cameras that send at their own rate instead (a flooding camera, say).
     """
 
     streams: int
@@ -73,6 +94,7 @@ class Plan:
     burst_duration_s: float = 0.0
     clip: int = 1
     switches: tuple[Switch, ...] = ()
+    stream_rates: tuple[StreamRate, ...] = ()
 
     def __post_init__(self) -> None:
         checks = [
@@ -85,6 +107,8 @@ class Plan:
             (self.burst_start_s >= 0 and self.burst_duration_s >= 0,
              f"burst window {self.burst_start_s}+{self.burst_duration_s} s: use non-negative seconds"),
         ]
+        checks += [(r.stream < self.streams, f"stream rate {r.stream}:{r.fps:g}: there are only "
+                    f"{self.streams} cameras (0 to {self.streams - 1})") for r in self.stream_rates]
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
@@ -105,8 +129,11 @@ class Plan:
                 current = switch.resolution
         return current
 
-    def segments(self) -> list[tuple[float, float, float]]:
-        """(start, end, fps) pieces of the run, in order."""
+    def segments(self, stream: int | None = None) -> list[tuple[float, float, float]]:
+        """(start, end, fps) pieces of the run, in order (for `stream`, its own rate if it has one)."""
+        own = [r.fps for r in self.stream_rates if r.stream == stream]
+        if own:
+            return [(0.0, self.duration_s, own[-1])]
         window = self.burst_window
         if window is None:
             return [(0.0, self.duration_s, self.fps)]
@@ -137,7 +164,7 @@ def arrivals(plan: Plan) -> list[Arrival]:
     for stream in range(plan.streams):
         phase = stream / plan.streams
         frame_id = 0
-        for start, end, fps in plan.segments():
+        for start, end, fps in plan.segments(stream):
             period = plan.clip / fps
             count = max(0, math.ceil((end - start) / period - phase - 1e-9))
             for k in range(count):

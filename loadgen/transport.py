@@ -2,8 +2,8 @@
 Inference Protocol, answered the same way (`Answer`), with the retry-once rule for expired keys.
 
 Every sender takes a `tskeys.keyfile.Key`; when TorchServe refuses the key (HTTP 400
-`InvalidKeyException`, gRPC `PERMISSION_DENIED`/`UNAUTHENTICATED`) it calls `key.refresh()` (re-reads
-`key_file.json`) and retries once.
+`InvalidKeyException`, gRPC `PERMISSION_DENIED` "Token Authorization failed") it
+re-reads `key_file.json` (`key.refresh`) and retries once.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Protocol as Interface
 
 import requests
 
-from tskeys.keyfile import Key, is_invalid_key
+from tskeys.keyfile import Key, is_grpc_invalid_key, is_invalid_key
 
 OK = 200
 
@@ -29,6 +29,7 @@ class Protocol(enum.Enum):
     HTTP = "http"  # POST /predictions/{model}, headers of DESIGN section 4
     GRPC = "grpc"  # Predictions, options as input keys
     OIP = "oip"  # POST /v2/models/{model}/infer, one binary tensor per request (BYTES; raw: UINT8)
+    GRPC_STREAM = "grpc-stream"  # StreamPredictions2: one persistent stream per camera (loadgen.stream)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +67,10 @@ class HttpSender:
         if session is None:
             session = self._local.session = requests.Session()
             self._sessions.append(session)
-        for attempt in (0, 1):
-            answer = session.post(self._url + path, data=body, timeout=self._timeout,
-                                  headers={**self._key.headers(), **headers})
-            if attempt or not is_invalid_key(answer.status_code, answer.content):
-                return answer
-            self._key.refresh()
-        raise AssertionError("unreachable")
+        return self._key.call(
+            lambda value: session.post(self._url + path, data=body, timeout=self._timeout,
+                                       headers={**self._key.headers(value), **headers}),
+            lambda answer: is_invalid_key(answer.status_code, answer.content))
 
     def send(self, model: str, body: bytes, content_type: str, headers: Mapping[str, str]) -> Answer:
         try:
@@ -133,17 +131,15 @@ class GrpcSender:
             if key is not None:
                 inputs[key] = value.encode()
         request = self._pb2.PredictionsRequest(model_name=model, input=inputs)
-        refused = (self._grpc.StatusCode.PERMISSION_DENIED, self._grpc.StatusCode.UNAUTHENTICATED)
         for attempt in (0, 1):
             token = self._key.value()
-            metadata = [("authorization", f"Bearer {token}")] if token else []
             try:
-                reply = self._stub.Predictions(request, timeout=self._timeout, metadata=metadata)
+                reply = self._stub.Predictions(request, timeout=self._timeout, metadata=self._key.metadata(token))
                 break
             except self._grpc.RpcError as exc:
-                if attempt or exc.code() not in refused:
+                if attempt or not is_grpc_invalid_key(exc.code(), exc.details()):
                     return Answer(None, exc.code().name)
-                self._key.refresh()
+                self._key.refresh(refused=token)
         return answer_of(reply.prediction)
 
     def close(self) -> None:
@@ -186,6 +182,8 @@ def answer_of(prediction: bytes) -> Answer:
 def sender(protocol: Protocol, url: str, key: Key, timeout_s: float = 30.0,
            grpc_address: str = "127.0.0.1:7070") -> Sender:
     """The sender for `protocol`: HTTP and OIP to `url`, gRPC to `grpc_address`."""
+    if protocol is Protocol.GRPC_STREAM:
+        raise ValueError("grpc-stream sends on one stream per camera: use loadgen.stream, not a sender")
     if protocol is Protocol.GRPC:
         return GrpcSender(grpc_address, key, timeout_s)
     if protocol is Protocol.OIP:

@@ -25,24 +25,11 @@ PORTS = {"inference": 8080, "management": 8081, "metrics": 8082, "grpc_inference
 
 
 def parse(text: str) -> dict[str, str]:
-    """The last value of each key (continuation lines joined, `#`/`!` comments skipped).
+    """The last value of each key, read as `java.util.Properties` reads it (continuation lines,
+    `#`/`!` comments, `=`/`:` separators, escapes), by the maintained `javaproperties` parser."""
+    import javaproperties
 
-    Keys and values are separated by the first `=` or `:`; surrounding blanks are dropped.
-    """
-    values: dict[str, str] = {}
-    logical = ""
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not logical and (not stripped or stripped[0] in "#!"):
-            continue
-        if (len(stripped) - len(stripped.rstrip("\\"))) % 2:  # an odd number of backslashes continues
-            logical += stripped[:-1]
-            continue
-        logical += stripped
-        cut = min((i for i in (logical.find("="), logical.find(":")) if i >= 0), default=len(logical))
-        values[logical[:cut].strip()] = logical[cut + 1:].strip()
-        logical = ""
-    return values
+    return dict(javaproperties.loads(text))
 
 
 def read(path: Path, *overlays: Path | str) -> dict[str, str]:

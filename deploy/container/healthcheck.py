@@ -2,18 +2,16 @@
 """Container health check: GET /ping on TorchServe's inference port, exit 0 when Healthy.
 
 The port comes from the effective config (run/config.properties, written by the entrypoint).
-With token authorization on, /ping needs the inference key: it is read from key_file.json, which
-TorchServe writes in its working directory. That key expires after token_expiration_min; an
-expired key is rotated through TorchServe's own token API (management port, loopback, with the
-non-expiring API key), which rewrites key_file.json -- the same rotation clients must follow.
-A key that has not expired is never rotated, so the check never invalidates a working client key.
+With token authorization on, /ping needs the inference key, read from key_file.json with the
+project's one reader (`tskeys`): a refused key is re-read once, as every producer does. Keys are
+renewed by `video-keys` (started by the entrypoint), not here; with token authorization on, the
+check also fails when `video-keys` is not running, since keys would then lapse within
+`token_expiration_min`.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import sys
 import urllib.error
 import urllib.request
@@ -23,29 +21,16 @@ from pathlib import Path
 HOME = Path(os.environ.get("VIDEO_TS_HOME", "/home/model-server"))
 CONFIG = HOME / "run" / "config.properties"
 KEY_FILE = HOME / "key_file.json"
+KEYS_PID = HOME / "run" / "video-keys.pid"
+sys.path.insert(0, os.environ.get("VIDEO_KEYS_LIB", "/usr/local/lib/video-keys"))  # tskeys in the image
+
+from tskeys.keyfile import Key, KeyFileError, is_invalid_key, parse_expiration, read_key_file  # noqa: E402
+from tskeys.settings import local, read_properties  # noqa: E402
 
 
 def properties(path: Path) -> dict[str, str]:
-    """The last value of each key of a Java properties file (continuation lines joined)."""
-    values: dict[str, str] = {}
-    logical = ""
-    for line in path.read_text().splitlines():
-        stripped = line.strip()
-        if not logical and (not stripped or stripped[0] in "#!"):
-            continue
-        if stripped.endswith("\\"):
-            logical += stripped[:-1]
-            continue
-        logical += stripped
-        key, _, value = logical.partition("=")
-        values[key.strip()] = value.strip()
-        logical = ""
-    return values
-
-
-def local(address: str) -> str:
-    """An address as seen from inside the container (0.0.0.0 -> 127.0.0.1)."""
-    return address.replace("://0.0.0.0", "://127.0.0.1").rstrip("/")
+    """The effective TorchServe settings (later keys win)."""
+    return read_properties(path)
 
 
 def get(url: str, key: str | None) -> tuple[int, bytes]:
@@ -58,31 +43,36 @@ def get(url: str, key: str | None) -> tuple[int, bytes]:
 
 
 def expired(entry: dict) -> bool:
-    """Whether a key_file.json entry's "expiration time" (Java Instant, ns digits) has passed."""
-    match = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?Z", entry.get("expiration time", ""))
-    if not match:
+    """Whether a key_file.json entry's "expiration time" (Java Instant) has passed."""
+    when = parse_expiration(entry.get("expiration time"))
+    return when is not None and when <= datetime.now(timezone.utc)
+
+
+def rotator_running() -> bool:
+    try:
+        os.kill(int(KEYS_PID.read_text()), 0)
+    except (OSError, ValueError):
         return False
-    # Older Pythons' fromisoformat takes at most 6 fraction digits; Java writes up to 9.
-    stamp = datetime.strptime(match[1] + "." + (match[2] or "0")[:6].ljust(6, "0"), "%Y-%m-%dT%H:%M:%S.%f")
-    return stamp.replace(tzinfo=timezone.utc) <= datetime.now(timezone.utc)
+    return True
 
 
 def main() -> int:
     config = properties(CONFIG)
     ping = local(config.get("inference_address", "http://127.0.0.1:8080")) + "/ping"
-    keys = None
-    if config.get("disable_token_authorization", "false").lower() != "true":
+    if config.get("disable_token_authorization", "false").strip().lower() == "true":
+        status, body = get(ping, None)
+    else:
+        if not rotator_running():
+            print(f"healthcheck: video-keys is not running ({KEYS_PID}): keys would lapse", file=sys.stderr)
+            return 1
         try:
-            keys = json.loads(KEY_FILE.read_text())
-        except (OSError, ValueError):
+            key = Key(KEY_FILE)
+        except KeyFileError:
             print(f"healthcheck: {KEY_FILE} not written yet", file=sys.stderr)
             return 1
-    status, body = get(ping, keys and keys["inference"]["key"])
-    if status == 400 and keys and expired(keys["inference"]):
-        management = local(config.get("management_address", "http://127.0.0.1:8081"))
-        get(management + "/token?type=inference", keys["API"]["key"])
-        keys = json.loads(KEY_FILE.read_text())
-        status, body = get(ping, keys["inference"]["key"])
+        status, body = key.call(lambda value: get(ping, value), lambda answer: is_invalid_key(*answer))
+        if is_invalid_key(status, body) and read_key_file(KEY_FILE).inference.expires is not None:
+            print("healthcheck: the inference key in key_file.json was refused; see logs/keys.log", file=sys.stderr)
     healthy = status == 200 and b"Healthy" in body
     if not healthy:
         print(f"healthcheck: GET {ping} -> {status} {body[:200]!r}", file=sys.stderr)

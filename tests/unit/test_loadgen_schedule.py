@@ -13,6 +13,7 @@ from PIL import Image
 from loadgen import cli
 from loadgen.frames import Format, FrameSource, encode, frame
 from loadgen.schedule import Plan, Resolution, Switch, arrivals
+from tskeys import read_key
 
 HD = Resolution(1280, 720)
 
@@ -132,12 +133,12 @@ def test_the_cli_parses_every_flag_into_a_plan(tmp_path):
     plan = cli.plan_from(args)
     assert plan.resolutions == (HD, Resolution(640, 480)) and plan.clip == 2
     assert plan.switches == (Switch(2.0, Resolution(1920, 1080)),)
-    assert args.format is Format.NPY and cli.read_token(args.token_file) == "abc"
+    assert args.format is Format.NPY and read_key(args.token_file) == "abc"
     assert len(arrivals(plan)) == 2 * (30 * 2 + 40 * 1) // 2
     with pytest.raises(SystemExit):
         cli.parser().parse_args(["--resolution", "big"])
-    with pytest.raises(ValueError, match="inference key"):
-        cli.read_token(tmp_path / "missing.json")
+    with pytest.raises(ValueError, match="missing.json"):
+        read_key(tmp_path / "missing.json", settle_s=0)
     assert math.isclose(cli.parser().parse_args([]).sla_ms, 200.0)
 
 

@@ -35,7 +35,7 @@ def grpc_server():
             token = dict(context.invocation_metadata()).get("authorization")
             seen.append((token, dict(request.input)))
             if token != "Bearer good":
-                context.abort(grpc.StatusCode.PERMISSION_DENIED, "Token Authorization failed")
+                context.abort(grpc.StatusCode.PERMISSION_DENIED, "Token Authorization failed. Token either incorrect, expired, or not provided correctly")
             code = 400 if request.input.get("stream_id") == b"cam-1" else 200
             body = {"code": code} if code == 200 else {"code": code, "type": "CorruptFrame"}
             return pb2.PredictionResponse(prediction=json.dumps(body).encode())
