@@ -74,12 +74,12 @@ def _server(workdir: Path):
 
     store = workdir / "store"
     build_archives(store)
-    return TorchServe(workdir / "ts", store).start(timeout=300)
+    return TorchServe(workdir / "ts", store).start(timeout_s=300)
 
 
 def _drive(server, lane: str, plan: Plan, source: FrameSource, timeout_s: float) -> Run:
     protocol = Protocol.GRPC_STREAM if lane == STREAM_LANE else Protocol.HTTP
-    grpc_address = f"127.0.0.1:{server.properties().get('grpc_inference_port', '7070')}"
+    grpc_address = f"127.0.0.1:{server.properties.get('grpc_inference_port', '7070')}"
     target = Target(server.inference_url, lane, None, timeout_s, protocol=protocol, grpc_address=grpc_address,
                     key=Key(server.workdir / "key_file.json"))
     # Frames more than a timeout behind their schedule are dropped unsent (a camera's full uplink).

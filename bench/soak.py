@@ -35,9 +35,8 @@ def soak(workdir: Path, streams: int = 4, fps: float = 15.0, duration_s: float =
 
     store = workdir / "store"
     build_archives(store)
-    config = workdir / "shipped.properties"
-    config.write_text((ROOT / "config.properties").read_text() + f"\ntoken_expiration_min={expiration_min:g}\n")
-    server = TorchServe(workdir / "ts", store, config).start(timeout=300)
+    server = TorchServe(workdir / "ts", store, overlays=[f"token_expiration_min={expiration_min:g}\n"]
+                        ).start(timeout_s=300)
     keys_log = (workdir / "keys.log").open("w")
     keys = subprocess.Popen([sys.executable, "-m", "tskeys.rotate", "--config", str(server.workdir / "config.properties"),
                              "--key-file", str(server.workdir / "key_file.json")],

@@ -63,9 +63,7 @@ def _producer(server: TorchServe, stop: threading.Event, out: dict) -> None:
 def expiring(archives, tmp_path_factory):
     """TorchServe with keys that live one minute, and video-keys renewing them."""
     work = tmp_path_factory.mktemp("keys")
-    config = work / "shipped.properties"
-    config.write_text((ROOT / "config.properties").read_text() + "\ntoken_expiration_min=1\n")
-    server = TorchServe(work / "ts", archives, config).start()
+    server = TorchServe(work / "ts", archives, overlays=["token_expiration_min=1\n"]).start()
     log = (work / "keys.log").open("w")
     rotator = subprocess.Popen([sys.executable, "-m", "tskeys.rotate", "--config", str(server.workdir / "config.properties"),
                                 "--key-file", str(server.workdir / "key_file.json")],
@@ -86,7 +84,7 @@ def window(expiring, tmp_path_factory):
     reports = tmp_path_factory.mktemp("reports")
     held_out = {"statuses": {}, "lost": [], "unreadable": [], "refused": 0}
     stop = threading.Event()
-    grpc_address = f"127.0.0.1:{server.properties().get('grpc_inference_port', '7070')}"
+    grpc_address = f"127.0.0.1:{server.properties.get('grpc_inference_port', '7070')}"
     runs = {"http": (MODEL, "http"), "grpc": (MODEL, "grpc"), "grpc-stream": (STREAM_MODEL, "grpc-stream")}
 
     def loadgen(name: str) -> int:

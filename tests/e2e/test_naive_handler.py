@@ -7,6 +7,8 @@ import pytest
 from handler.models.build import build_all
 from tests import support
 from tests.e2e.server import TorchServe
+from tsutil import properties
+from tsutil.properties import SHIPPED
 
 
 @pytest.fixture(scope="module")
@@ -14,7 +16,7 @@ def naive_server(tmp_path_factory):
     models = tmp_path_factory.mktemp("naive_models")
     build_all(models)
     store = tmp_path_factory.mktemp("naive_store")
-    for name in ("frame_quality", "frame_quality_realtime", "fixed_batch_cnn"):  # as config.properties loads
+    for name in properties.load_models(properties.read(SHIPPED)):  # as config.properties loads
         subprocess.run([
             "torch-model-archiver", "--model-name", name, "--version", "1.0",
             "--serialized-file", str(models / "frame_quality.pt"),

@@ -43,7 +43,7 @@ def _camera(server, stub, pb2, camera: int, bodies: list[bytes], out: dict) -> N
 
 def test_each_camera_is_answered_in_order_on_its_own_stream_one_frame_per_batch(server):
     pb2, pb2_grpc = grpc_stubs.load()
-    address = f"127.0.0.1:{server.properties().get('grpc_inference_port', '7070')}"
+    address = f"127.0.0.1:{server.properties.get('grpc_inference_port', '7070')}"
     shapes = [(96 + 8 * i, 160 - 8 * i) for i in range(FRAMES)]
     bodies = {c: [support.png(support.frame(h, w, seed=10 * c + i)) for i, (h, w) in enumerate(shapes)]
               for c in range(CAMERAS)}
