@@ -125,8 +125,9 @@ class Pipeline:
     def _decode(self, request: Request, started: float) -> Clip | FrameError:
         try:
             self._check_age(request.headers, started)
-            # With uint8 staging (CUDA), JPEG is decoded later, straight into its staging slot.
-            clip = request.decode(self._config, lazy=self._staging.dtype == torch.uint8)
+            # JPEG is decoded later, by the collating threads: straight into its uint8 staging slot
+            # (CUDA), or converted into its float32 one right after decoding (CPU).
+            clip = request.decode(self._config, lazy=True)
             return self._fit(clip)
         except FrameError as err:
             return err
