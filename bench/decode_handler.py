@@ -1,9 +1,9 @@
 """A decode-only TorchServe handler: our decode step (same decoder, same threads), then `{sizes}`.
 
 The baseline for "what the handler adds beyond decoding": it decodes every request exactly as
-the video handler does (`handler.frames.decode`, libjpeg-turbo for JPEG, `decode_threads`
-threads, the archive's own limits) and answers each frame's size, with no planning, collating,
-model or outputs. TorchServe takes the one class defined here.
+the video handler does (the same adapter, `handler.requests.from_item`, then `Request.decode`:
+libjpeg-turbo for JPEG, `decode_threads` threads, the archive's own limits) and answers each
+frame's size, with no planning, collating, model or outputs. TorchServe takes the one class defined here.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from ts.torch_handler.base_handler import BaseHandler
 
 from handler.config import HandlerConfig
 from handler.errors import FrameError
-from handler.frames import decode
-from handler.service import _request
+from handler.requests import Request, from_item
 
 
 class DecodeOnlyHandler(BaseHandler):
@@ -28,7 +27,8 @@ class DecodeOnlyHandler(BaseHandler):
         self.initialized = True
 
     def handle(self, data, context) -> list[str]:
-        requests = [_request(item, context, idx) for idx, item in enumerate(data)]
+        requests = [from_item(item, context.get_all_request_header(idx) or {}, context.model_name)
+                    for idx, item in enumerate(data)]
         bodies = []
         for idx, answer in enumerate(self.pool.map(self._one, requests)):
             status, body = answer
@@ -37,9 +37,9 @@ class DecodeOnlyHandler(BaseHandler):
             bodies.append(body)
         return bodies
 
-    def _one(self, request) -> tuple[int, str]:
+    def _one(self, request: Request) -> tuple[int, str]:
         try:
-            clip = decode(request.body, request.content_type, request.headers, self.config)
+            clip = request.decode(self.config)
         except FrameError as err:
             return err.status, json.dumps({"code": err.status, "type": err.kind, "message": str(err)})
         sizes = clip.sizes or [f.shape[:2] for f in clip.frames]

@@ -1,6 +1,7 @@
 """In-process bench: each handler's `handle` on a real `ts.context.Context`, no server.
 
-Same frames, same model, same batches for our handler, the stock-style handler and a no-op one;
+Same frames, same batches for our handler (frame_quality, and the trivial model of
+`bench.trivial_model`), the decode-only handler, the stock-style handler (frame_quality) and a no-op one;
 frames/s from untimed runs, then one instrumented run for the per-stage breakdown.
 """
 
@@ -52,17 +53,18 @@ def workloads(frames: int = 32, hd: Resolution = HD, mixed: tuple[Resolution, ..
     return out
 
 
-def context(model_dir: Path, serialized: str, device: str, batch_size: int = 32):
-    """A real `ts.context.Context` for frame_quality, as TorchServe's worker builds it."""
+def context(model_dir: Path, serialized: str, device: str, batch_size: int = 32,
+            config: Path = ROOT / "handler" / "models" / "frame_quality.yaml", name: str = "frame_quality"):
+    """A real `ts.context.Context` for a model (frame_quality by default), as TorchServe's worker builds it."""
     from ts.context import Context
     from ts.metrics.metric_cache_yaml_impl import MetricsCacheYamlImpl
 
-    raw = yaml.safe_load((ROOT / "handler" / "models" / "frame_quality.yaml").read_text())
+    raw = yaml.safe_load(config.read_text())
     metrics = MetricsCacheYamlImpl(str(ROOT / "handler" / "metrics.yaml"))
     metrics.initialize_cache()
-    manifest = {"model": {"modelName": "frame_quality", "serializedFile": serialized, "handler": "service.py"}}
+    manifest = {"model": {"modelName": name, "serializedFile": serialized, "handler": "service.py"}}
     gpu = 0 if device.startswith("cuda") else None
-    return Context("frame_quality", str(model_dir), manifest, batch_size, gpu, "0.12.0",
+    return Context(name, str(model_dir), manifest, batch_size, gpu, "0.12.0",
                    metrics=metrics, model_yaml_config=raw)
 
 
@@ -114,7 +116,8 @@ def _ours_stages(handler) -> list[tuple[object, str, str]]:
     import handler.requests as requests_module
 
     pipe = handler.pipeline
-    # decode (with the letterbox fit) runs in the decode threads: its time is summed over them
+    # decode (with the letterbox fit) runs in the decode threads: its time is summed over them.
+    # On the CPU a JPEG is only parsed there; its pixels are decoded while collating.
     return [(pipe, "_fit", "decode"), (requests_module, "decode", "decode"),
             (pipeline_module, "collate", "collate"),
             (pipe._staging, "upload", "transfer"), (pipe, "_normalizer", "transfer"),
@@ -144,16 +147,28 @@ class Result:
     error: str | None = None
 
 
+def _decode_stages(handler) -> list[tuple[object, str, str]]:
+    return [(handler, "_one", "decode")]  # decode and answer one request, in the decode threads
+
+
 def _handlers(model_dir: Path, device: str) -> dict[str, tuple[object, object, Callable]]:
+    from bench.decode_handler import DecodeOnlyHandler
     from bench.noop_handler import NoopHandler
     from bench.stock_handler import StockVisionHandler
+    from bench.trivial_model import build as build_trivial
     from handler.service import VideoFrameHandler
 
+    build_trivial(model_dir / "trivial.pt")
+    trivial = ("trivial.pt", ROOT / "bench" / "trivial.yaml", "trivial")
+    default = ("frame_quality.pt", ROOT / "handler" / "models" / "frame_quality.yaml", "frame_quality")
     out = {}
-    for name, cls, stages in (("ours", VideoFrameHandler, _ours_stages),
-                              ("stock", StockVisionHandler, _stock_stages),
-                              ("no-op", NoopHandler, lambda h: [])):
-        ctx = context(model_dir, "frame_quality.pt", device)
+    for name, cls, stages, (serialized, config, model) in (
+            ("ours", VideoFrameHandler, _ours_stages, default),
+            ("trivial", VideoFrameHandler, _ours_stages, trivial),
+            ("decode", DecodeOnlyHandler, _decode_stages, trivial),
+            ("stock", StockVisionHandler, _stock_stages, default),
+            ("no-op", NoopHandler, lambda h: [], default)):
+        ctx = context(model_dir, serialized, device, config=config, name=model)
         handler = cls()
         handler.initialize(ctx)
         out[name] = (handler, ctx, stages)
@@ -202,7 +217,8 @@ def bench(model_dir: Path, device: str = "cpu", frames: int = 32, iterations: in
             result.mpixels_per_s = load.pixels * iterations / elapsed / 1e6
             result.ms_per_batch = elapsed / iterations * 1000
             result.stages_ms = {s: clock.seconds[s] * 1000 for s in STAGES if s in clock.seconds}
-            codes = [ctx.get_response_status(i)[0] for i in range(n)] if name == "ours" else [200] * n
+            codes = ([ctx.get_response_status(i)[0] for i in range(n)] if name in ("ours", "trivial", "decode")
+                     else [200] * n)
             result.statuses = {c: codes.count(c) for c in sorted(set(codes))}
             results.append(result)
     return results

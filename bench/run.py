@@ -40,7 +40,12 @@ def targets(in_process: list[inprocess.Result], end_to_end: list[e2e.Result]) ->
             ("e2e 720p npy: trivial / decode-only", e2e_ratio("trivial", "decode-only", "npy"), 0.9),
             ("e2e 720p jpeg: trivial / no-op", e2e_ratio("trivial", "no-op", "jpeg"), 0.65),
             ("(e2e 720p jpeg: trivial / Pillow decode-only)", e2e_ratio("trivial", "pil-decode", "jpeg"), 0.9),
-            ("(e2e 720p npy: trivial / Pillow decode-only)", e2e_ratio("trivial", "pil-decode", "npy"), 0.9)]
+            ("(e2e 720p npy: trivial / Pillow decode-only)", e2e_ratio("trivial", "pil-decode", "npy"), 0.9),
+            ("(in-process 720p jpeg: ours / stock)", ratio(fps.get(("ours", "jpeg")), fps.get(("stock", "jpeg"))), 8.0),
+            ("(in-process 720p jpeg: trivial / decode-only)",
+             ratio(fps.get(("trivial", "jpeg")), fps.get(("decode", "jpeg"))), 0.9),
+            ("(in-process 720p npy: trivial / decode-only)",
+             ratio(fps.get(("trivial", "npy")), fps.get(("decode", "npy"))), 0.9)]
     return [(name, value, need, None if value is None else value >= need) for name, value, need in rows]
 
 

@@ -6,6 +6,8 @@ does the copying and the conversion.
 
 from __future__ import annotations
 
+import math
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -88,7 +90,7 @@ def collate(frames: Sequence[np.ndarray | Deferred], placement: Placement, out: 
             np.copyto(slot[:h, :w], frame)
         else:
             try:
-                frame.decode_into(slot[:h, :w])  # full-width rows are contiguous: in place
+                _decode_into(frame, slot[:h, :w])
             except FrameError as err:
                 failed[i] = err
                 slot[:h, :w].fill(0)
@@ -98,6 +100,28 @@ def collate(frames: Sequence[np.ndarray | Deferred], placement: Placement, out: 
     for _ in parallel(fill, range(placement.rows)):
         pass
     return PaddedBatch(out, placement, failed)
+
+
+_scratch = threading.local()
+
+
+def _decode_into(frame: Deferred, out: np.ndarray) -> None:
+    """Decodes a deferred frame into `out`: in place when `out` is contiguous uint8 (full-width
+    rows of a uint8 slot), else through this thread's reused uint8 buffer, converted while the
+    frame is still in cache (a float32 slot on the CPU: one decode, one converting copy, no
+    frame-sized allocation)."""
+    if out.dtype == np.uint8 and out.flags.c_contiguous:
+        frame.decode_into(out)
+        return
+    size = math.prod(out.shape)
+    buffer: np.ndarray | None = getattr(_scratch, "buffer", None)
+    if buffer is None or buffer.size < size:
+        buffer = _scratch.buffer = None  # free the old one before allocating the larger
+        buffer = _scratch.buffer = np.empty(size, dtype=np.uint8)
+    assert buffer is not None
+    pixels = buffer[:size].reshape(out.shape)
+    frame.decode_into(pixels)
+    np.copyto(out, pixels)
 
 
 class Normalizer:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -71,6 +72,8 @@ class Pipeline:
         self._normalizer = Normalizer(config.normalize, device)
         # Pillow and NumPy release the GIL while decoding and copying: decode a batch in parallel.
         self._decoders = ThreadPoolExecutor(config.decode_threads, thread_name_prefix="decode")
+        if device.type == "cpu":
+            _limit_intra_op_threads(config.decode_threads)
 
     def run(self, requests: Sequence[Request]) -> tuple[list[encode.Response], BatchStats]:
         """Answers every request, in order; a bad one never fails the others."""
@@ -125,8 +128,9 @@ class Pipeline:
     def _decode(self, request: Request, started: float) -> Clip | FrameError:
         try:
             self._check_age(request.headers, started)
-            # With uint8 staging (CUDA), JPEG is decoded later, straight into its staging slot.
-            clip = request.decode(self._config, lazy=self._staging.dtype == torch.uint8)
+            # JPEG is decoded later, by the collating threads: straight into its uint8 staging slot
+            # (CUDA), or converted into its float32 one right after decoding (CPU).
+            clip = request.decode(self._config, lazy=True)
             return self._fit(clip)
         except FrameError as err:
             return err
@@ -234,6 +238,24 @@ class Pipeline:
             specs.append(_Spec(name, list(groups).index(real.dtype), offset, tuple(real.shape)))
             group.append(real.reshape(-1))
         return [torch.cat(group) if len(group) > 1 else group[0] for group in groups.values()], specs
+
+
+def _limit_intra_op_threads(decode_threads: int) -> None:
+    """Caps torch's intra-op threads at the CPUs per decode thread, unless OMP_NUM_THREADS is set.
+
+    On the CPU the host work (decoding, converting) is spread over frames by the decode threads;
+    an intra-op team waits at a barrier after every operator, so when the worker shares its
+    CPUs (TorchServe's frontend, other workers, clients) a preempted team member stalls each
+    operator for a scheduler time slice: frame_quality on a 16-frame 720p chunk took 1.2-1.6 s
+    (median) with 2 threads on 2 loaded cores, 0.13-0.16 s with 1 (README, Performance).
+    """
+    if "OMP_NUM_THREADS" in os.environ:
+        return
+    cap = max(1, len(os.sched_getaffinity(0)) // max(1, decode_threads))
+    if torch.get_num_threads() > cap:
+        logger.info("torch intra-op threads: %d -> %d (%d decode threads)", torch.get_num_threads(), cap,
+                    decode_threads)
+        torch.set_num_threads(cap)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,8 @@ def test_the_in_process_bench_runs_and_reports_targets(tmp_path, capsys):
     assert "in-process 720p npy: ours / stock" in text and "not measured" in text
     data = json.loads(out.read_text())
     rows = {(r["handler"], r["kind"]): r for r in data["in_process"]}
-    assert len(rows) == 9
+    assert len(rows) == 15
+    assert rows[("trivial", "jpeg")]["statuses"] == {"200": 4} and rows[("decode", "jpeg")]["statuses"] == {"200": 4}
     ours = rows[("ours", "npy")]
     assert ours["frames_per_s"] > 0 and ours["statuses"] == {"200": 4}
     assert set(ours["stages_ms"]) == {"decode", "collate", "transfer", "model", "encode"}
