@@ -42,5 +42,5 @@ class DecodeOnlyHandler(BaseHandler):
             clip = request.decode(self.config)
         except FrameError as err:
             return err.status, json.dumps({"code": err.status, "type": err.kind, "message": str(err)})
-        sizes = clip.sizes or [f.shape[:2] for f in clip.frames]
+        sizes = clip.own_sizes
         return 200, json.dumps({"frames": [{"width": w, "height": h} for h, w in sizes]})

@@ -152,8 +152,3 @@ class Normalizer:
         if self._a is not None and self._b is not None:
             x.mul_(self._a).sub_(self._b)
         return x
-
-
-def to_model_input(pixels: torch.Tensor, normalize: Normalize) -> torch.Tensor:
-    """One-off form of `Normalizer(normalize, pixels.device)(pixels)`."""
-    return Normalizer(normalize, pixels.device)(pixels)

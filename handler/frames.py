@@ -63,15 +63,18 @@ class Clip:
     pts: list[float] | None = None
     sizes: list[tuple[int, int]] | None = None
 
+    @property
+    def own_sizes(self) -> list[tuple[int, int]]:
+        """Each frame's own (h, w): `sizes` when set, else the frames' shapes."""
+        return self.sizes or [(f.shape[0], f.shape[1]) for f in self.frames]
+
     @staticmethod
     def join(clips: Sequence[Clip]) -> Clip:
         """Image clips (multipart parts, OIP BYTES elements) as one clip, sizes kept."""
         frames = [frame for clip in clips for frame in clip.frames]
         if all(clip.sizes is None for clip in clips):
             return Clip(frames)
-        sizes = [size for clip in clips
-                 for size in (clip.sizes or [(f.shape[0], f.shape[1]) for f in clip.frames])]
-        return Clip(frames, sizes=sizes)
+        return Clip(frames, sizes=[size for clip in clips for size in clip.own_sizes])
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +121,7 @@ def decode_clip(decoders: Iterable[Callable[[], Clip]], config: HandlerConfig, w
     frames = pixels = 0
     for decode_one in decoders:
         clip = decode_one()
-        sizes = clip.sizes or [(f.shape[0], f.shape[1]) for f in clip.frames]
+        sizes = clip.own_sizes
         frames += len(sizes)
         pixels += sum(h * w for h, w in sizes)
         if frames > config.max_clip_frames:
@@ -169,6 +172,18 @@ def decode(body: object, content_type: str | None, headers: Mapping[str, str],
     from handler.video import decode_segment  # FFmpeg bindings load only when video arrives
 
     return decode_segment(body, fmt, headers, config)
+
+
+def pixel_layout(shape: Sequence[int]) -> tuple[int, int, int] | None:
+    """`(frames, height, width)` of a uint8 pixel array shaped `[H, W]`, `[H, W, 3]` or
+    `[N, H, W, 3]` (npy, OIP UINT8); None for any other shape."""
+    if len(shape) == 2:
+        return 1, shape[0], shape[1]
+    if len(shape) == 3 and shape[2] == 3:
+        return 1, shape[0], shape[1]
+    if len(shape) == 4 and shape[3] == 3:
+        return shape[0], shape[1], shape[2]
+    return None
 
 
 def check_clip(frames: int, height: int, width: int, config: HandlerConfig) -> None:
@@ -244,15 +259,10 @@ def _decode_npy(body: bytes | bytearray, config: HandlerConfig) -> list[np.ndarr
         raise CorruptFrame(f"malformed npy header: {err}") from None
     if dtype != np.uint8:
         raise CorruptFrame(f"npy dtype {dtype} is not supported: send uint8 pixels")
-    if len(shape) == 2:
-        clip, (height, width) = 1, shape
-    elif len(shape) == 3 and shape[2] == 3:
-        clip, (height, width, _) = 1, shape
-    elif len(shape) == 4 and shape[3] == 3:
-        clip, height, width, _ = shape
-    else:
+    layout = pixel_layout(shape)
+    if layout is None:
         raise CorruptFrame(f"npy shape {shape} is not supported: send (H, W, 3), (H, W) or (N, H, W, 3)")
-    check_clip(clip, height, width, config)
+    check_clip(*layout, config)
     offset = stream.tell()
     expected = math.prod(shape)
     if len(body) - offset != expected:

@@ -37,7 +37,7 @@ from handler.errors import (
     FrameTooLarge,
     UnsupportedContentType,
 )
-from handler.frames import Clip, check_clip, decode_clip
+from handler.frames import Clip, check_clip, decode_clip, pixel_layout
 from handler.frames import decode as decode_body
 from handler.video import is_segment
 
@@ -196,16 +196,12 @@ def _binary_size(tensor: Mapping[str, Any]) -> int | None:
 
 def _pixels(shape: list[int], data: object, config: HandlerConfig) -> list[np.ndarray]:
     """UINT8 `[H, W, 3]`, `[H, W]` or `[N, H, W, 3]` -> frames `[H, W, 3]` (views when binary)."""
-    if len(shape) == 2:
-        clip, (height, width) = 1, shape
-    elif len(shape) == 3 and shape[2] == 3:
-        clip, (height, width, _) = 1, shape
-    elif len(shape) == 4 and shape[3] == 3:
-        clip, height, width, _ = shape
-    else:
+    layout = pixel_layout(shape)
+    if layout is None:
         raise BadInferenceRequest(
             f"UINT8 input shape {shape[:8]} is not supported: send [H, W, 3], [H, W] or [N, H, W, 3]"
         )
+    clip, height, width = layout
     check_clip(clip, height, width, config)  # before anything of that size exists
     expected = math.prod(shape)
     if isinstance(data, memoryview):

@@ -91,7 +91,7 @@ class Pipeline:
                 continue
             results.append([None] * len(clip.frames))
             frames.extend(clip.frames)
-            originals.extend(clip.sizes or [f.shape[:2] for f in clip.frames])
+            originals.extend(clip.own_sizes)
             owners.extend((index, n) for n in range(len(clip.frames)))
         # A request's frames: its clip length once decoded, 1 when it could not be decoded.
         frame_counts = [len(r) if isinstance(r, list) else 1 for r in results]
@@ -156,7 +156,7 @@ class Pipeline:
     def _fit(self, clip: Clip) -> Clip:
         """The clip's frames as their slots take them (letterbox: resized, in uint8, here in the
         decode threads); `sizes` keeps each frame's own size."""
-        original = clip.sizes or [f.shape[:2] for f in clip.frames]
+        original = clip.own_sizes
         fitted = [self._layout.fit(f, size) for f, size in zip(clip.frames, original)]
         return dataclasses.replace(clip, frames=fitted, sizes=original)
 
