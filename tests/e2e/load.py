@@ -16,14 +16,16 @@ class Outcome:
     """What the clients saw: (send time, latency s, status) per request; status 0 = no answer."""
 
     records: list[tuple[float, float, int]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # why each status 0 got no answer
 
     def statuses(self) -> set[int]:
         return {status for _, _, status in self.records}
 
 
 def run_clients(server: TorchServe, model: str, body: bytes, content_type: str, clients: int,
-                seconds: float, during=None) -> Outcome:
-    """`clients` threads post `body` back to back for `seconds`; `during()` runs meanwhile."""
+                seconds: float, during=None, timeout: float = 120) -> Outcome:
+    """`clients` threads post `body` back to back for `seconds`; `during()` runs meanwhile; a
+    request unanswered after `timeout` seconds counts as status 0."""
     outcome, lock, stop = Outcome(), threading.Lock(), threading.Event()
 
     def client() -> None:
@@ -31,9 +33,12 @@ def run_clients(server: TorchServe, model: str, body: bytes, content_type: str, 
             while not stop.is_set():
                 start = time.monotonic()
                 try:
-                    status = server.predict(model, body, content_type, session=session).status_code
-                except requests.RequestException:
+                    status = server.predict(model, body, content_type, session=session,
+                                            timeout=timeout).status_code
+                except requests.RequestException as error:
                     status = 0
+                    with lock:
+                        outcome.errors.append(f"{error!r} after {time.monotonic() - start:.1f} s")
                 with lock:
                     outcome.records.append((start, time.monotonic() - start, status))
 
@@ -46,7 +51,7 @@ def run_clients(server: TorchServe, model: str, body: bytes, content_type: str, 
     time.sleep(max(0.0, deadline - time.monotonic()))
     stop.set()
     for thread in threads:
-        thread.join(timeout=180)
+        thread.join(timeout=timeout + 60)
     return outcome
 
 

@@ -40,9 +40,9 @@ class TorchServe(server.TorchServe):
         return psutil.Process(pid).memory_info().rss / 2**20
 
     def predict(self, model: str, body: bytes, content_type: str, headers: dict | None = None,
-                session: requests.Session | None = None) -> requests.Response:
+                session: requests.Session | None = None, timeout: float = 120) -> requests.Response:
         return (session or requests).post(
-            f"{self.inference_url}/predictions/{model}", data=body, timeout=120,
+            f"{self.inference_url}/predictions/{model}", data=body, timeout=timeout,
             headers={**self.auth(), "Content-Type": content_type, **(headers or {})})
 
     def burst(self, model: str, payloads: list[tuple[bytes, str, dict]]) -> list[requests.Response]:

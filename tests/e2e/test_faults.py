@@ -6,8 +6,10 @@ import time
 
 from tests import support
 from tests.e2e.load import run_clients, wait_for_200
+from tsutil import properties
 
 FRAME = support.jpeg(support.frame(720, 1280, 4))
+BATCH_SIZE = properties.models(properties.read(properties.SHIPPED))["frame_quality"]["1.0"]["batchSize"]
 
 
 def test_overload_is_rejected_fast_and_service_recovers(server):
@@ -37,12 +39,17 @@ def test_a_killed_worker_fails_in_flight_frames_then_serves_again(server):
         os.kill(pid, signal.SIGKILL)
 
     outcome = run_clients(server, "frame_quality", FRAME, "image/jpeg", clients=16, seconds=20,
-                          during=kill)
-    statuses = outcome.statuses()
-    assert 0 not in statuses, "a request got no answer"
-    assert {200} < statuses and all(s == 200 or s >= 500 for s in statuses), statuses
+                          during=kill, timeout=30)
+    statuses = [status for _, _, status in outcome.records]
+    assert {200} < set(statuses) and all(s in (0, 200) or s >= 500 for s in statuses), set(statuses)
+    # TorchServe 0.12 drops the requests its batch aggregator was still gathering when the worker
+    # died (BatchAggregator.cleanJobs clears them unanswered): at most one batch, and only as a
+    # client timeout, never a refused or reset connection. README "When things go wrong".
+    assert statuses.count(0) <= BATCH_SIZE, outcome.errors
+    assert all("ReadTimeout" in error for error in outcome.errors), outcome.errors
     after = [start for start, _, status in outcome.records if status == 200 and start > killed[0]]
     assert after, "no 200 after the worker was killed"
-    print(f"first 200 sent {after and min(after) - killed[0]:.1f} s after the kill")
+    print(f"first 200 sent {min(after) - killed[0]:.1f} s after the kill; "
+          f"{statuses.count(0)} dropped unanswered; {sorted(set(statuses))}")
     assert server.worker_pids("frame_quality") != [pid]
     assert server.worker_status("frame_quality") == ["READY"]
