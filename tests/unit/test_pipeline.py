@@ -224,13 +224,17 @@ def test_a_model_returning_nan_or_inf_answers_valid_json_with_null():
     assert outputs == {"nan": None, "inf": None, "mixed": [1.0, None], "fine": 1.0}
 
 
-def test_frame_quality_reads_only_each_frames_own_area(quality_model):
+# Each luma path: channels-last four pixels at a time (width % 4 == 0), channels-last one pixel
+# at a time, and planes (the NCHW input a stock-style handler stacks).
+@pytest.mark.parametrize(("width", "memory_format"), [(160, torch.channels_last), (162, torch.channels_last),
+                                                     (160, torch.contiguous_format)])
+def test_frame_quality_reads_only_each_frames_own_area(quality_model, width, memory_format):
     frames = [support.frame(97, 131, 1), support.frame(2, 5, 2), support.frame(64, 160, 3)]
-    x = torch.full((4, 3, 128, 160), 77.0)  # padding full of garbage, and a padded row
+    x = torch.full((4, 3, 128, width), 77.0)  # padding full of garbage, and a padded row
     for i, f in enumerate(frames):
         x[i, :, : f.shape[0], : f.shape[1]] = torch.from_numpy(f.copy()).permute(2, 0, 1).float()
     sizes = torch.tensor([[97, 131], [2, 5], [64, 160], [0, 0]])
-    out = quality_model(x.contiguous(memory_format=torch.channels_last), sizes)
+    out = quality_model(x.contiguous(memory_format=memory_format), sizes)
     for i, f in enumerate(frames):
         support.assert_quality({k: float(v[i]) for k, v in out.items()}, f)
     assert out["sharpness"][1].item() == 0.0  # 2 rows: no interior
