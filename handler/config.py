@@ -44,6 +44,7 @@ class HandlerConfig:
     max_height: int = 2160
     max_clip_frames: int = 32
     max_clip_pixels: int = 32 * 1920 * 1080
+    max_batch_pixels: int = 4 * 32 * 1920 * 1080
     memory_budget_bytes: int | None = None
     bytes_per_pixel: int = 64
     max_frame_age_ms: float | None = None
@@ -84,7 +85,7 @@ class HandlerConfig:
         for key in ("max_width", "max_height"):
             if key in raw:
                 values[key] = _int(key, raw[key], 1, _MAX_SIDE)
-        for key in ("max_clip_pixels", "bytes_per_pixel"):
+        for key in ("max_clip_pixels", "max_batch_pixels", "bytes_per_pixel"):
             if key in raw:
                 values[key] = _int(key, raw[key], 1, 2**40)
         if raw.get("static_batch") is not None:
@@ -133,6 +134,12 @@ class HandlerConfig:
             raise ConfigError(
                 "handler.resize = letterbox needs handler.input_size = [height, width] "
                 "(the engine's fixed input), and input_size is only used with letterbox"
+            )
+        if self.max_batch_pixels < self.max_clip_pixels:
+            raise ConfigError(
+                f"handler.max_batch_pixels = {self.max_batch_pixels} is below max_clip_pixels = "
+                f"{self.max_clip_pixels}: one clip could never be held; raise it to at least "
+                f"{self.max_clip_pixels}"
             )
         if self.max_clip_pixels < self.max_width * self.max_height:
             raise ConfigError(

@@ -68,6 +68,11 @@ class Clip:
         """Each frame's own (h, w): `sizes` when set, else the frames' shapes."""
         return self.sizes or [(f.shape[0], f.shape[1]) for f in self.frames]
 
+    @property
+    def decoded_pixels(self) -> int:
+        """Pixels this clip holds decoded (a deferred JPEG holds none until it is collated)."""
+        return sum(f.shape[0] * f.shape[1] for f in self.frames if isinstance(f, np.ndarray))
+
     @staticmethod
     def join(clips: Sequence[Clip]) -> Clip:
         """Image clips (multipart parts, OIP BYTES elements) as one clip, sizes kept."""

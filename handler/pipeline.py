@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -81,32 +83,37 @@ class Pipeline:
         reset_peak_memory(self._device)
         started = self._clock()
         results: list[list[FrameResult | None] | FrameError] = []
-        frames: list[np.ndarray | Deferred] = []
-        originals: list[tuple[int, int]] = []
-        owners: list[tuple[int, int]] = []
-        clips = list(self._decoders.map(lambda request: self._decode(request, started), requests))
-        for index, clip in enumerate(clips):
-            if isinstance(clip, FrameError):
-                results.append(clip)
-                continue
-            results.append([None] * len(clip.frames))
-            frames.extend(clip.frames)
-            originals.extend(clip.own_sizes)
-            owners.extend((index, n) for n in range(len(clip.frames)))
+        pts: list[list[float] | None] = []
         # A request's frames: its clip length once decoded, 1 when it could not be decoded.
-        frame_counts = [len(r) if isinstance(r, list) else 1 for r in results]
-        stats.frames = sum(frame_counts)
-
-        for chunk in self._planner.plan(originals):
-            for item, result in zip(chunk.items, self._infer(chunk, frames, originals, stats)):
-                index, n = owners[item]
-                slots, clip = results[index], clips[index]
-                if isinstance(slots, FrameError) or isinstance(clip, FrameError):
+        frame_counts: list[int] = []
+        for wave in self._waves(requests, started):
+            frames: list[np.ndarray | Deferred] = []
+            originals: list[tuple[int, int]] = []
+            owners: list[tuple[int, int]] = []
+            for clip in wave:
+                index = len(results)
+                if isinstance(clip, FrameError):
+                    results.append(clip)
+                    pts.append(None)
+                    frame_counts.append(1)
                     continue
-                if isinstance(result, FrameError):
-                    results[index] = result
-                else:
-                    slots[n] = result if clip.pts is None else {**result, "pts": clip.pts[n]}
+                results.append([None] * len(clip.frames))
+                pts.append(clip.pts)
+                frame_counts.append(len(clip.frames))
+                frames.extend(clip.frames)
+                originals.extend(clip.own_sizes)
+                owners.extend((index, n) for n in range(len(clip.frames)))
+            for chunk in self._planner.plan(originals):
+                for item, result in zip(chunk.items, self._infer(chunk, frames, originals, stats)):
+                    index, n = owners[item]
+                    slots, times = results[index], pts[index]
+                    if isinstance(slots, FrameError):
+                        continue
+                    if isinstance(result, FrameError):
+                        results[index] = result
+                    else:
+                        slots[n] = result if times is None else {**result, "pts": times[n]}
+        stats.frames = sum(frame_counts)
 
         responses = []
         for request, outcome, count in zip(requests, results, frame_counts):
@@ -124,6 +131,30 @@ class Pipeline:
             raise RuntimeError(f"{len(requests)} requests in, {len(responses)} responses out")
         stats.peak_memory_bytes = peak_memory(self._device)
         return responses, stats
+
+    def _waves(self, requests: Sequence[Request], started: float) -> Iterator[list[Clip | FrameError]]:
+        """The requests decoded in order, `decode_threads` at a time, cut into waves that each hold
+        at most `max_batch_pixels` decoded pixels (a wave has at least one request): a batch of
+        large clips is served wave by wave instead of all held decoded at once. Lazy JPEG frames
+        hold none (they are decoded into the staging slot while collating)."""
+        pending: deque[Future[Clip | FrameError]] = deque()
+        queued = iter(requests)
+        wave: list[Clip | FrameError] = []
+        held = 0
+        for request in itertools.islice(queued, self._config.decode_threads):
+            pending.append(self._decoders.submit(self._decode, request, started))
+        while pending:
+            clip = pending.popleft().result()
+            for request in itertools.islice(queued, 1):
+                pending.append(self._decoders.submit(self._decode, request, started))
+            pixels = 0 if isinstance(clip, FrameError) else clip.decoded_pixels
+            if wave and held + pixels > self._config.max_batch_pixels:
+                yield wave
+                wave, held = [], 0
+            wave.append(clip)
+            held += pixels
+        if wave:
+            yield wave
 
     def _decode(self, request: Request, started: float) -> Clip | FrameError:
         try:

@@ -129,6 +129,28 @@ def test_memory_budget_caps_the_chunk(quality_model):
     assert model.batches == [3, 3, 1]
 
 
+def test_a_batch_of_large_clips_is_served_in_waves_under_max_batch_pixels(quality_model):
+    model = CountingModel(quality_model)
+    config = HandlerConfig.from_mapping({"pass_sizes": True, "max_width": 64, "max_height": 64,
+                                         "max_clip_pixels": 2 * 64 * 64, "max_batch_pixels": 3 * 64 * 64})
+    clips = [np.stack([support.frame(64, 64, 2 * i), support.frame(64, 64, 2 * i + 1)]) for i in range(3)]
+    requests = [Request(support.npy(clip), "application/x-npy") for clip in clips]
+    requests.insert(1, Request(b"", "image/png"))  # an error holds no pixels and keeps its place
+    responses, stats = Pipeline(model, config).run(requests)
+    assert [r.status for r in responses] == [200, 400, 200, 200]
+    # Two clips of 2 frames exceed 3 frames' worth: each clip is its own wave and forward.
+    assert model.batches == [2, 2, 2] and stats.frames == 7 and stats.chunks == 3
+    for response, clip in zip([responses[0], *responses[2:]], clips):
+        for frame, pixels in zip(json.loads(response.body)["frames"], clip):
+            support.assert_quality(frame["outputs"], pixels)
+    # Without the bound the same batch is one forward.
+    wide = HandlerConfig.from_mapping({"pass_sizes": True, "max_width": 64, "max_height": 64,
+                                       "max_clip_pixels": 2 * 64 * 64})
+    model.batches = []
+    Pipeline(model, wide).run(requests)
+    assert model.batches == [6]
+
+
 def test_stale_frames_get_504_without_model_time(quality_model):
     model = CountingModel(quality_model)
     config = HandlerConfig.from_mapping({"pass_sizes": True, "max_frame_age_ms": 200})
