@@ -291,10 +291,14 @@ def test_video_settings_parse_and_check():
         HandlerConfig.from_mapping({"video_hw_decode": "yes"})
 
 
-def test_default_limits_let_one_second_of_1080p30_through():
-    """max_clip_pixels (32 frames of 1080p) is the memory bound of one request's decoded RGB."""
-    assert 30 * 1920 * 1080 <= CONFIG.max_clip_pixels
-    assert 72 * 1280 * 720 <= CONFIG.max_clip_pixels
+def test_default_limits_serve_one_second_of_1080p30_and_refuse_the_next_frame():
+    """max_clip_pixels (32 frames of 1080p) bounds one request's decoded RGB: a real 1 s 1080p30
+    segment decodes whole under the defaults; 33 frames are one frame over."""
+    one_second = _decode(videos.segment("mp4", width=1920, height=1080, frames=30), "mp4")
+    assert len(one_second.frames) == 30
+    assert {f.shape for f in one_second.frames} == {(1080, 1920, 3)}
+    with pytest.raises(ClipTooLarge, match="max_clip_pixels"):
+        _decode(videos.segment("mp4", width=1920, height=1080, frames=33), "mp4")
 
 
 # --- the producer side (video-loadgen --format h264|mp4) ------------------------------------
