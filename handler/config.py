@@ -53,6 +53,7 @@ class HandlerConfig:
     input_size: tuple[int, int] | None = None
     normalize: Normalize = field(default_factory=Normalize)
     output_names: tuple[str, ...] | None = None
+    dense_outputs: tuple[str, ...] | None = None  # None: "auto"
     decode_threads: int = 2
     max_video_frames: int = 120
     video_codecs: tuple[str, ...] = ("h264", "hevc", "mjpeg")
@@ -119,6 +120,12 @@ class HandlerConfig:
             if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
                 raise ConfigError(f"handler.output_names = {names!r}: use a list of names")
             values["output_names"] = tuple(names)
+        if raw.get("dense_outputs", "auto") != "auto":
+            names = raw["dense_outputs"]
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise ConfigError(f"handler.dense_outputs = {names!r}: use auto or a list of output "
+                                  "names ([] for none)")
+            values["dense_outputs"] = tuple(names)
         config = cls(**values)
         config._check()
         return config

@@ -133,8 +133,13 @@ class Layout:
         """Whether running `frames` frames as two chunks allocates less per chunk (OOM retry)."""
         return frames > 1 and self.chunk_pixels(key, frames // 2) < self.chunk_pixels(key, frames)
 
-    def unpad(self, output: torch.Tensor, placement: Placement) -> list[Value]:
+    def unpad(self, output: torch.Tensor, placement: Placement, dense: bool | None = None) -> list[Value]:
         """Splits one model output (`Tensor[n, ...]` on the CPU, padded rows dropped) per frame.
+
+        Args:
+            dense: True: the output is a dense map of the slot (a ValueError names the shapes when
+                it is not); False: it is returned whole per frame; None: a dense map when its last
+                two dimensions divide the slot by one integer stride (handler `dense_outputs: auto`).
 
         Returns:
             One value per frame: a number for `[n]`, a list for `[n, K]`, and for dense maps
@@ -143,9 +148,14 @@ class Layout:
             Values that are not finite (NaN, inf) become None (JSON `null`).
         """
         finite = output.is_floating_point() is False or bool(torch.isfinite(output).all())
-        if output.dim() == 1:
+        if output.dim() == 1 and not dense:
             return [_json_safe(v, finite) for v in output.tolist()]
-        stride = _dense_stride(output.shape, placement.slot)
+        stride = _dense_stride(output.shape, placement.slot) if dense is not False else None
+        if dense and stride is None:
+            raise ValueError(
+                f"an output listed in handler.dense_outputs has shape {list(output.shape)}, not a map "
+                f"of the {placement.slot[0]}x{placement.slot[1]} input at one integer stride: "
+                "take its name out of dense_outputs")
         if stride is None:
             return [_json_safe(row, finite) for row in output.tolist()]
         values = []

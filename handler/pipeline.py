@@ -238,7 +238,8 @@ class Pipeline:
             {"width": w, "height": h, "outputs": {}} for h, w in placement.original
         ]
         for name, tensor in _unflatten(host, specs):
-            for result, value in zip(per_frame, self._layout.unpad(tensor, placement)):
+            dense = None if self._config.dense_outputs is None else name in self._config.dense_outputs
+            for result, value in zip(per_frame, self._layout.unpad(tensor, placement, dense)):
                 result["outputs"][name] = value
         return [batch.failed.get(i, result) for i, result in enumerate(per_frame)]
 

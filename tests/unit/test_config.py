@@ -41,6 +41,7 @@ def test_static_batch_sets_the_chunk_size():
         ({"normalize": {"scale": 0}}, "handler.normalize.scale = 0"),
         ({"pass_sizes": "yes"}, "handler.pass_sizes = 'yes'"),
         ({"max_clip_pixels": 100}, "raise it to at least"),
+        ({"dense_outputs": "mask"}, "handler.dense_outputs = 'mask': use auto or a list"),
         ({"max_batch_pixels": 32 * 1920 * 1080 - 1}, "handler.max_batch_pixels = 66355199 is below max_clip_pixels"),
     ],
 )

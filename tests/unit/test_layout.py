@@ -140,6 +140,17 @@ def test_unpad_crops_dense_maps_with_exact_values():
     assert layout.unpad(torch.tensor([[1, 2], [3, 4]]), placement) == [[1, 2], [3, 4]]
 
 
+def test_dense_outputs_named_explicitly_keep_a_small_vector_output_whole():
+    layout = PadLayout(4)
+    placement = layout.place((4, 4), [(2, 3), (4, 4)])
+    corners = torch.arange(2 * 2 * 2, dtype=torch.float32).view(2, 2, 2)  # [N, 2, 2] box corners
+    # `auto` takes it for a stride-2 map and cuts the 2x3 frame's to one row: the known false positive
+    assert layout.unpad(corners, placement)[0] == [[0.0, 1.0]]
+    assert layout.unpad(corners, placement, dense=False) == [[[0.0, 1.0], [2.0, 3.0]], [[4.0, 5.0], [6.0, 7.0]]]
+    with pytest.raises(ValueError, match=r"shape \[2, 3\], not a map of the 4x4 input"):
+        layout.unpad(torch.zeros(2, 3), placement, dense=True)
+
+
 def test_letterbox_resizes_dense_maps_back_with_exact_values():
     layout = LetterboxLayout((4, 4))
     placement = layout.place((4, 4), [(4, 8)])  # fitted (2, 4): the top half of the slot

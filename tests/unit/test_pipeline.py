@@ -232,6 +232,28 @@ def test_output_names_that_do_not_match_the_model_fail_its_chunk_only():
     assert [r.status for r in responses] == [500] and stats.rejected == {"internal": 1}
 
 
+def test_dense_outputs_lists_the_maps_to_crop_and_keeps_the_rest_whole():
+    def model(x):  # a map at stride 2 and a [N, 2, 2] vector output (two corners)
+        n = x.shape[0]
+        return {"mask": x[:, 0, ::2, ::2], "corners": torch.tensor([[[1.0, 2.0], [3.0, 4.0]]] * n),
+                "rgb": x[:, :, 0, 0]}
+
+    pixels = np.arange(6 * 6 * 3, dtype=np.uint8).reshape(6, 6, 3)  # in an 8x8 slot
+    config = HandlerConfig.from_mapping({"size_divisor": 8, "dense_outputs": ["mask"]})
+    [response], _ = Pipeline(model, config).run([_npy_request(pixels, 0)])
+    outputs = json.loads(response.body)["frames"][0]["outputs"]
+    assert outputs["mask"] == pixels[::2, ::2, 0].astype(float).tolist()  # 3x3 of the 4x4 map
+    assert outputs["corners"] == [[1.0, 2.0], [3.0, 4.0]]
+    [response], _ = Pipeline(model, HandlerConfig.from_mapping({"size_divisor": 8})).run([_npy_request(pixels, 0)])
+    assert json.loads(response.body)["frames"][0]["outputs"]["corners"] == [[1.0, 2.0], [3.0, 4.0]]
+    small = support.frame(2, 2, 1)  # `auto` takes the corners for a stride-4 map and cuts them to [[1.0]]
+    [response], _ = Pipeline(model, HandlerConfig.from_mapping({"size_divisor": 8})).run([_npy_request(small, 0)])
+    assert json.loads(response.body)["frames"][0]["outputs"]["corners"] == [[1.0]]
+    listed = HandlerConfig.from_mapping({"size_divisor": 8, "dense_outputs": ["mask", "rgb"]})  # [N, 3]
+    responses, stats = Pipeline(model, listed).run([_npy_request(pixels, 0)])
+    assert [r.status for r in responses] == [500] and stats.rejected == {"internal": 1}
+
+
 def test_a_model_returning_nan_or_inf_answers_valid_json_with_null():
     def model(x):
         n = x.shape[0]
