@@ -12,7 +12,7 @@ from tests.support import ROOT
 
 README = ROOT / "README.md"
 #: Defaults the table describes in words rather than as the value (the value, the words).
-IN_WORDS = {"normalize": (Normalize(), "identity"), "output_names": (None, "output")}
+IN_WORDS = {"normalize": (Normalize(), "identity"), "output_names": (None, "output"), "dense_outputs": (None, "auto")}
 
 
 def _settings_table() -> dict[str, str]:
