@@ -42,19 +42,26 @@ def ok(request: Request, frames: list[dict[str, Any]]) -> Response:
 
     Native: `{"code": 200, "stream_id", "frame_id", "frames": [{"width", "height", "outputs"}]}`
     (`code` because gRPC answers OK whatever the status). OIP: one FP32 (INT64 for integers) output per model output
-    (or per output asked for), stacked over the frames (`[N]` numbers, `[N, K]` vectors), and the
-    request's `id`; 400 when they do not stack.
+    (or per output asked for), stacked over the frames (`[N]` numbers, `[N, K]` vectors), for a
+    video segment `pts` (FP64 `[N]`, seconds), and the request's `id`; 400 when they do not stack.
     """
     if request.protocol is Protocol.OIP:
         parsed = request.body if isinstance(request.body, InferRequest) else None
-        available = list(frames[0]["outputs"]) if frames else []
+        model_outputs = list(frames[0]["outputs"]) if frames else []
+        # A segment's frames carry their pts: one more output, FP64 seconds (a model output of
+        # that name wins).
+        with_pts = bool(frames) and "pts" in frames[0] and "pts" not in model_outputs
+        available = model_outputs + ["pts"] * with_pts
         names = (parsed.outputs if parsed is not None else None) or available
         missing = [name for name in names if name not in available]
         if missing:
             return error(request, BadInferenceRequest(
                 f"outputs {missing[:8]} were asked for; this model has {available}"))
         try:
-            outputs = [_tensor(name, [f["outputs"][name] for f in frames]) for name in names]
+            outputs = [_tensor(name, [f["outputs"][name] for f in frames]) if name in model_outputs
+                       else {"name": "pts", "datatype": "FP64", "shape": [len(frames)],
+                             "data": [f["pts"] for f in frames]}
+                       for name in names]
         except NotStackable as err:
             return error(request, err)
         answer: dict[str, Any] = {"model_name": request.model, "outputs": outputs}

@@ -173,6 +173,12 @@ def test_bytes_of_one_segment_are_its_frames_with_pts():
     assert len(clip.frames) == 5 and clip.pts is not None and len(clip.pts) == 5
     clip = _decode(body, {**headers, "x-sample-fps": "10"})
     assert len(clip.frames) == 2
+    # The answer carries them as one more output, FP64 seconds, as tritonclient reads it.
+    [answer], _ = Pipeline(frame_quality.build(), CONFIG).run([_request(body, headers)])
+    result = httpclient.InferResult.from_response_body(answer.body.encode())
+    pts = result.as_numpy("pts")
+    assert pts.dtype == np.float64 and pts.tolist() == pytest.approx([n / 30 for n in range(5)], abs=1e-3)
+    assert result.as_numpy("brightness").shape == (5,)
 
 
 @pytest.mark.parametrize("kinds, index", [
