@@ -82,13 +82,16 @@ def _send(server, door, body, fps=None):
 
 
 def _per_frame(door, answer):
-    """Each frame's outputs (and pts, native doors only), in order."""
+    """Each frame's outputs and pts, in order."""
     if door == "oip":
         outputs = {o["name"]: o for o in answer["outputs"]}
         count = outputs["brightness"]["shape"][0]
         for name in NAMES:
             assert (outputs[name]["datatype"], outputs[name]["shape"]) == ("FP32", [count])
-        return [{name: outputs[name]["data"][i] for name in NAMES} for i in range(count)], None
+        pts = outputs.get("pts")
+        assert pts is None or (pts["datatype"], pts["shape"]) == ("FP64", [count])
+        return ([{name: outputs[name]["data"][i] for name in NAMES} for i in range(count)],
+                pts and pts["data"])
     assert answer["code"] == 200, answer
     return ([entry["outputs"] for entry in answer["frames"]], [entry["pts"] for entry in answer["frames"]])
 
@@ -109,7 +112,7 @@ def test_a_segment_answers_the_same_frames_on_every_door(server, container):
         support.assert_quality(values, want, rel=0.02)
     for door in DOORS:  # the same decoded frames: the very same numbers, whatever the door
         assert answers[door][0] == outputs, door
-        assert answers[door][1] == (None if door == "oip" else pts), door
+        assert answers[door][1] == pts, door
     assert [t - pts[0] for t in pts] == pytest.approx([i / 30 for i in range(FRAMES)])
 
 
@@ -132,7 +135,7 @@ def test_sampling_keeps_the_same_frames_by_header_form_field_and_grpc_key(server
     assert [t - pts[0] for t in pts] == pytest.approx([i / 30 for i in kept])
     for door in DOORS:
         assert answers[door][0] == outputs, door
-        assert answers[door][1] == (None if door == "oip" else pts), door
+        assert answers[door][1] == pts, door
 
 
 def _is_error(door, status, answer, kind):
