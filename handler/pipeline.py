@@ -87,32 +87,8 @@ class Pipeline:
         # A request's frames: its clip length once decoded, 1 when it could not be decoded.
         frame_counts: list[int] = []
         for wave in self._waves(requests, started):
-            frames: list[np.ndarray | Deferred] = []
-            originals: list[tuple[int, int]] = []
-            owners: list[tuple[int, int]] = []
-            for clip in wave:
-                index = len(results)
-                if isinstance(clip, FrameError):
-                    results.append(clip)
-                    pts.append(None)
-                    frame_counts.append(1)
-                    continue
-                results.append([None] * len(clip.frames))
-                pts.append(clip.pts)
-                frame_counts.append(len(clip.frames))
-                frames.extend(clip.frames)
-                originals.extend(clip.own_sizes)
-                owners.extend((index, n) for n in range(len(clip.frames)))
-            for chunk in self._planner.plan(originals):
-                for item, result in zip(chunk.items, self._infer(chunk, frames, originals, stats)):
-                    index, n = owners[item]
-                    slots, times = results[index], pts[index]
-                    if isinstance(slots, FrameError):
-                        continue
-                    if isinstance(result, FrameError):
-                        results[index] = result
-                    else:
-                        slots[n] = result if times is None else {**result, "pts": times[n]}
+            self._serve(wave, results, pts, frame_counts, stats)
+            wave.clear()  # its frames are released before the next wave is decoded
         stats.frames = sum(frame_counts)
 
         responses = []
@@ -131,6 +107,36 @@ class Pipeline:
             raise RuntimeError(f"{len(requests)} requests in, {len(responses)} responses out")
         stats.peak_memory_bytes = peak_memory(self._device)
         return responses, stats
+
+    def _serve(self, wave: list[Clip | FrameError], results: list[list[FrameResult | None] | FrameError],
+               pts: list[list[float] | None], frame_counts: list[int], stats: BatchStats) -> None:
+        """Plans and runs one wave's frames; appends each request's slots (filled), pts and count."""
+        frames: list[np.ndarray | Deferred] = []
+        originals: list[tuple[int, int]] = []
+        owners: list[tuple[int, int]] = []
+        for clip in wave:
+            index = len(results)
+            if isinstance(clip, FrameError):
+                results.append(clip)
+                pts.append(None)
+                frame_counts.append(1)
+                continue
+            results.append([None] * len(clip.frames))
+            pts.append(clip.pts)
+            frame_counts.append(len(clip.frames))
+            frames.extend(clip.frames)
+            originals.extend(clip.own_sizes)
+            owners.extend((index, n) for n in range(len(clip.frames)))
+        for chunk in self._planner.plan(originals):
+            for item, result in zip(chunk.items, self._infer(chunk, frames, originals, stats)):
+                index, n = owners[item]
+                slots, times = results[index], pts[index]
+                if isinstance(slots, FrameError):
+                    continue
+                if isinstance(result, FrameError):
+                    results[index] = result
+                else:
+                    slots[n] = result if times is None else {**result, "pts": times[n]}
 
     def _waves(self, requests: Sequence[Request], started: float) -> Iterator[list[Clip | FrameError]]:
         """The requests decoded in order, `decode_threads` at a time, cut into waves that each hold

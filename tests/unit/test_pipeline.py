@@ -1,5 +1,7 @@
+import gc
 import json
 import math
+import weakref
 
 import numpy as np
 import pytest
@@ -149,6 +151,37 @@ def test_a_batch_of_large_clips_is_served_in_waves_under_max_batch_pixels(qualit
     model.batches = []
     Pipeline(model, wide).run(requests)
     assert model.batches == [6]
+
+
+def test_a_served_wave_is_released_before_more_clips_are_decoded(quality_model):
+    config = HandlerConfig.from_mapping({"pass_sizes": True, "max_width": 64, "max_height": 64,
+                                         "max_clip_pixels": 2 * 64 * 64, "max_batch_pixels": 3 * 64 * 64})
+    clips = [np.stack([support.frame(64, 64, 2 * i), support.frame(64, 64, 2 * i + 1)]) for i in range(5)]
+    requests = [Request(support.npy(clip), "application/x-npy") for clip in clips]
+    decoded, alive_at_submit = {}, {}  # by request position
+
+    class Watched(Pipeline):
+        def _decode(self, request, started):
+            clip = super()._decode(request, started)
+            decoded[requests.index(request)] = [weakref.ref(f) for f in clip.frames]
+            return clip
+
+    pipeline = Watched(quality_model, config)
+    submit = pipeline._decoders.submit
+
+    def watched_submit(fn, *args):  # runs on the batch's thread, where the waves are held
+        if args and isinstance(args[0], Request):
+            gc.collect()
+            alive_at_submit[requests.index(args[0])] = {
+                p for p, refs in decoded.items() if any(r() is not None for r in refs)}
+        return submit(fn, *args)
+
+    pipeline._decoders.submit = watched_submit
+    responses, _ = pipeline.run(requests)
+    assert [r.status for r in responses] == [200] * 5
+    # Each clip is its own wave; decoding runs decode_threads (2) ahead. The last clip is
+    # submitted once the first wave was served: its frames are gone, the second clip's held.
+    assert 0 not in alive_at_submit[4] and 1 in alive_at_submit[4]
 
 
 def test_stale_frames_get_504_without_model_time(quality_model):
