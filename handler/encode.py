@@ -51,7 +51,7 @@ def ok(request: Request, frames: list[dict[str, Any]]) -> Response:
         # A segment's frames carry their pts: one more output, FP64 seconds (a model output of
         # that name wins).
         with_pts = bool(frames) and "pts" in frames[0] and "pts" not in model_outputs
-        available = model_outputs + ["pts"] * with_pts
+        available = [*model_outputs, "pts"] if with_pts else model_outputs
         names = (parsed.outputs if parsed is not None else None) or available
         missing = [name for name in names if name not in available]
         if missing:

@@ -151,8 +151,9 @@ class Pipeline:
             pending.append(self._decoders.submit(self._decode, request, started))
         while pending:
             clip = pending.popleft().result()
-            for request in itertools.islice(queued, 1):
-                pending.append(self._decoders.submit(self._decode, request, started))
+            following = next(queued, None)
+            if following is not None:
+                pending.append(self._decoders.submit(self._decode, following, started))
             pixels = 0 if isinstance(clip, FrameError) else clip.decoded_pixels
             if wave and held + pixels > self._config.max_batch_pixels:
                 yield wave
