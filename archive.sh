@@ -43,6 +43,8 @@ HandlerConfig.from_mapping((yaml.safe_load(open(sys.argv[1])) or {}).get("handle
   stage="$(mktemp -d)"
   mkdir -p "$stage/handler"
   cp "$here"/handler/*.py "$stage/handler/"
+  mkdir -p "$stage/handler/doors"
+  cp "$here"/handler/doors/*.py "$stage/handler/doors/"
   mkdir -p "$store"
   torch-model-archiver --model-name "$name" --version "$version" \
     --serialized-file "$model" --handler "$handler_file" \

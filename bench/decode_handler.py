@@ -1,7 +1,7 @@
 """A decode-only TorchServe handler: our decode step (same decoder, same threads), then `{sizes}`.
 
 The baseline for "what the handler adds beyond decoding": it decodes every request exactly as
-the video handler does (the same adapter, `handler.requests.from_item`, then `Request.decode`:
+the video handler does (the same doors, `handler.doors.route.read`, then `Request.decode`:
 libjpeg-turbo for JPEG, `decode_threads` threads, the archive's own limits) and answers each
 frame's size, with no planning, collating, model or outputs. TorchServe takes the one class defined here.
 """
@@ -13,9 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ts.torch_handler.base_handler import BaseHandler
 
+from handler.clip import Request
 from handler.config import HandlerConfig
+from handler.doors import route
 from handler.errors import FrameError
-from handler.requests import Request, from_item
 
 
 class DecodeOnlyHandler(BaseHandler):
@@ -27,7 +28,7 @@ class DecodeOnlyHandler(BaseHandler):
         self.initialized = True
 
     def handle(self, data, context) -> list[str]:
-        requests = [from_item(item, context.get_all_request_header(idx) or {}, context.model_name)
+        requests = [route.read(item, context.get_all_request_header(idx) or {}, context.model_name, self.config)[1]
                     for idx, item in enumerate(data)]
         bodies = []
         for idx, answer in enumerate(self.pool.map(self._one, requests)):

@@ -10,7 +10,7 @@ device memory per batch; a 1080p burst under a small memory budget answers every
 stays near the budget; with the CUDA allocator capped, real out-of-memory errors split chunks
 (every frame still 200) and a frame that never fits gets 507 alone; and everything between the
 upload and the outputs' one transfer to the host (normalisation, the forward, gathering the
-outputs: `Pipeline._on_device`) runs under `torch.cuda.set_sync_debug_mode("error")`, so a host
+outputs: `ChunkRunner._on_device`) runs under `torch.cuda.set_sync_debug_mode("error")`, so a host
 sync there (a per-frame `int(sizes[i, 0])`, `.item()`, `.cpu()`) fails the check and is reported.
 On the CPU (`--dry-run`) that mode does not exist: the same code path runs and the report says
 "not applicable". Exit status 0 when every check passes.
@@ -66,7 +66,6 @@ def check(device: torch.device, frames: int, hd: Resolution, iterations: int) ->
     from handler.loading import load_model
     from handler.models.build import build_all
     from handler.pipeline import Pipeline
-    from handler.requests import Request
 
     report: dict = {"torch": torch.__version__, "device": str(device),
                     "cuda": torch.version.cuda, "checks": {}, "rows": []}
@@ -83,21 +82,21 @@ def check(device: torch.device, frames: int, hd: Resolution, iterations: int) ->
                   for r in inprocess.MIXED)
 
     for load in inprocess.workloads(frames, hd, mixed):
-        requests = [Request(body, ct, {}) for body, ct in load.requests]
+        requests = _requests(load.requests)
         bodies = [body for body, _ in load.requests]
         types = [ct for _, ct in load.requests]
         row: dict = {"workload": load.name}
         _peak_reset(device)
-        seconds, (responses, _) = _time(lambda: pipeline.run(requests), device, iterations)
+        seconds, (outcomes, _) = _time(lambda: pipeline.run(requests), device, iterations)
         row["ours_fps"] = len(requests) / seconds
         row["ours_peak_mib"] = _peak(device) / 2**20
-        row["ours_statuses"] = sorted({r.status for r in responses})
+        row["ours_statuses"] = _statuses(outcomes)
         try:
             _peak_reset(device)
             seconds, stock_bodies = _time(lambda: stock.handle(bodies, types, model, device), device, iterations)
             row["stock_fps"] = len(requests) / seconds
             row["stock_peak_mib"] = _peak(device) / 2**20
-            ours = [json.loads(r.body)["frames"][0]["outputs"] for r in responses]
+            ours = [outcome[0].outputs for outcome in outcomes]
             theirs = [json.loads(b) for b in stock_bodies]
             worst = max(abs(o[k] - t[k]) / max(abs(t[k]), 1.0) for o, t in zip(ours, theirs) for k in t)
             row["max_rel_diff"] = worst
@@ -112,14 +111,13 @@ def check(device: torch.device, frames: int, hd: Resolution, iterations: int) ->
     big = Resolution(max(8, round(1920 * scale[0])), max(8, round(1080 * scale[1])))
     budget = 4 * big.width * big.height * config.bytes_per_pixel
     budgeted = Pipeline(model, HandlerConfig.from_mapping({**raw, "memory_budget_bytes": budget}), device)
-    burst = [Request(body, ct, {}) for body, ct in
-             inprocess.workloads(frames, big, (big,))[1].requests]
+    burst = _requests(inprocess.workloads(frames, big, (big,))[1].requests)
     _peak_reset(device)
-    responses, stats = budgeted.run(burst)
+    outcomes, stats = budgeted.run(burst)
     peak = _peak(device)
     report["budget"] = {"budget_mib": budget / 2**20, "peak_mib": peak / 2**20, "chunks": stats.chunks,
                         "oom_splits": stats.oom_splits}
-    report["checks"]["budgeted burst: every frame 200"] = {r.status for r in responses} == {200}
+    report["checks"]["budgeted burst: every frame 200"] = _statuses(outcomes) == [200]
     report["checks"]["budgeted burst: chunks of at most 4 frames"] = stats.chunks >= -(-frames // 4)
     if device.type == "cuda":
         report["checks"]["budgeted burst: peak memory within 2x the budget"] = peak <= 2 * budget
@@ -131,12 +129,24 @@ def check(device: torch.device, frames: int, hd: Resolution, iterations: int) ->
     return report
 
 
-def _sync_free(device: torch.device, pipeline, loads: list, report: dict) -> None:
-    """Runs each workload with `set_sync_debug_mode("error")` around `Pipeline._on_device`
-    (upload, normalisation, the forward, gathering outputs): any host sync in there raises."""
-    from handler.pipeline import Request
+def _requests(bodies: list) -> list:
+    """`(body, content_type)` pairs as the native door's requests."""
+    from handler.clip import Request
+    from handler.doors.native import Body
 
-    original = pipeline._on_device
+    return [Request(Body(body, ct)) for body, ct in bodies]
+
+
+def _statuses(outcomes: list) -> list[int]:
+    """The statuses a door would answer the outcomes with."""
+    return sorted({200 if isinstance(outcome, list) else outcome.status for outcome in outcomes})
+
+
+def _sync_free(device: torch.device, pipeline, loads: list, report: dict) -> None:
+    """Runs each workload with `set_sync_debug_mode("error")` around `ChunkRunner._on_device`
+    (upload, normalisation, the forward, gathering outputs): any host sync in there raises."""
+    chunks = pipeline._chunks
+    original = chunks._on_device
     errors: list[str] = []
     cuda = device.type == "cuda"
 
@@ -152,11 +162,11 @@ def _sync_free(device: torch.device, pipeline, loads: list, report: dict) -> Non
             if cuda:
                 torch.cuda.set_sync_debug_mode("default")
 
-    pipeline._on_device = guarded
+    chunks._on_device = guarded
     statuses: set[int] = set()
     for load in loads:
-        responses, _ = pipeline.run([Request(body, ct, {}) for body, ct in load.requests])
-        statuses |= {r.status for r in responses}
+        outcomes, _ = pipeline.run(_requests(load.requests))
+        statuses |= set(_statuses(outcomes))
     report["sync_debug"] = {"mode": "error" if cuda else "not applicable on cpu (no CUDA)",
                             "statuses": sorted(statuses), "errors": errors[:3]}
     name = "no host sync between upload and output transfer (sync debug mode error)"
@@ -181,8 +191,8 @@ def _real_oom(device: torch.device, model, config, burst: list, report: dict) ->
     try:
         for name, cap in (("split", base + 3 * per_frame), ("alone", base + per_frame // 8)):
             torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total), device)
-            responses, stats = Pipeline(model, config, device).run(burst)
-            results[name] = {"cap_mib": cap / 2**20, "statuses": sorted({r.status for r in responses}),
+            outcomes, stats = Pipeline(model, config, device).run(burst)
+            results[name] = {"cap_mib": cap / 2**20, "statuses": _statuses(outcomes),
                              "oom_splits": stats.oom_splits, "chunks": stats.chunks}
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0, device)

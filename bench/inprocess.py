@@ -111,18 +111,17 @@ def _patched(targets: list[tuple[object, str, str]], clock: StageClock) -> Itera
 
 
 def _ours_stages(handler) -> list[tuple[object, str, str]]:
-    import handler.encode as encode_module
-    import handler.pipeline as pipeline_module
-    import handler.requests as requests_module
+    import handler.chunks as chunks_module
+    import handler.doors.native as native_module
 
-    pipe = handler.pipeline
+    waves, chunks = handler.pipeline._waves, handler.pipeline._chunks
     # decode (with the letterbox fit) runs in the decode threads: its time is summed over them.
     # On the CPU a JPEG is only parsed there; its pixels are decoded while collating.
-    return [(pipe, "_fit", "decode"), (requests_module, "decode", "decode"),
-            (pipeline_module, "collate", "collate"),
-            (pipe._staging, "upload", "transfer"), (pipe, "_normalizer", "transfer"),
-            (pipe, "_model", "model"), (pipe._layout, "unpad", "encode"),
-            (encode_module, "ok", "encode"), (encode_module, "error", "encode")]
+    return [(waves, "_fit", "decode"), (native_module, "decode", "decode"),
+            (chunks_module, "collate", "collate"),
+            (chunks._staging, "upload", "transfer"), (chunks, "_normalizer", "transfer"),
+            (chunks, "_model", "model"), (chunks._layout, "unpad", "encode"),
+            (native_module, "answer", "encode")]
 
 
 def _stock_stages(_handler) -> list[tuple[object, str, str]]:

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from handler.clip import Deferred, Frame
 from handler.config import Normalize
 from handler.errors import FrameError
-from handler.layout import Deferred, Placement
+from handler.layout import Placement
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,26 +35,11 @@ class PaddedBatch:
     placement: Placement
     failed: dict[int, FrameError] = field(default_factory=dict)
 
-    @property
-    def sizes(self) -> tuple[tuple[int, int], ...]:
-        """Each frame's (h, w) inside its slot."""
-        return self.placement.sizes
-
     def __len__(self) -> int:
         return len(self.placement.sizes)
 
-    def __getitem__(self, i: int) -> torch.Tensor:
-        """The i-th frame without its padding: `Tensor[h, w, 3]` (a view)."""
-        h, w = self.placement.sizes[i]
-        return self.tensor[i, :h, :w]
 
-    @property
-    def padding_ratio(self) -> float:
-        """Padded pixels / all pixels of the tensor."""
-        return self.placement.padded_pixels / self.placement.tensor_pixels
-
-
-def collate(frames: Sequence[np.ndarray | Deferred], placement: Placement, out: torch.Tensor | None = None,
+def collate(frames: Sequence[Frame], placement: Placement, out: torch.Tensor | None = None,
             parallel: Callable[[Callable[[int], None], range], Iterable[None]] = map) -> PaddedBatch:
     """Copies frames into one `[rows, H, W, 3]` tensor: one allocation, one copy each.
 
@@ -70,36 +56,41 @@ def collate(frames: Sequence[np.ndarray | Deferred], placement: Placement, out: 
     Raises:
         ValueError: a frame's size is not the one the placement gives it.
     """
-    height, width = placement.slot
     for frame, size in zip(frames, placement.sizes):
         if tuple(frame.shape[:2]) != size:
             raise ValueError(f"frame of {frame.shape[:2]} does not match its placement {size}")
     if out is None:
-        out = torch.empty((placement.rows, height, width, 3), dtype=torch.uint8)
+        out = torch.empty((placement.rows, *placement.slot, 3), dtype=torch.uint8)
     slots = out.numpy()
     failed: dict[int, FrameError] = {}
 
     def fill(i: int) -> None:
-        slot = slots[i]
-        if i >= len(frames):
-            slot.fill(0)
-            return
-        h, w = placement.sizes[i]
-        frame = frames[i]
-        if isinstance(frame, np.ndarray):
-            np.copyto(slot[:h, :w], frame)
-        else:
-            try:
-                _decode_into(frame, slot[:h, :w])
-            except FrameError as err:
-                failed[i] = err
-                slot[:h, :w].fill(0)
-        slot[h:].fill(0)
-        slot[:h, w:].fill(0)
+        error = _fill(slots[i], frames[i] if i < len(frames) else None,
+                      placement.sizes[i] if i < len(frames) else (0, 0))
+        if error is not None:
+            failed[i] = error
 
     for _ in parallel(fill, range(placement.rows)):
         pass
     return PaddedBatch(out, placement, failed)
+
+
+def _fill(slot: np.ndarray, frame: Frame | None, size: tuple[int, int]) -> FrameError | None:
+    """Copies (or decodes) one frame into the top-left of its slot and zeroes the rest; a row
+    without a frame is all zero. Returns the error of a deferred frame that failed to decode."""
+    h, w = size
+    error = None
+    if isinstance(frame, np.ndarray):
+        np.copyto(slot[:h, :w], frame)
+    elif frame is not None:
+        try:
+            _decode_into(frame, slot[:h, :w])
+        except FrameError as err:
+            error = err
+            slot[:h, :w].fill(0)
+    slot[h:].fill(0)
+    slot[:h, w:].fill(0)
+    return error
 
 
 _scratch = threading.local()

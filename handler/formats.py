@@ -62,12 +62,12 @@ def media_type(content_type: str | None) -> str:
     return (content_type or "").split(";")[0].strip().lower()
 
 
-def resolve(body: bytes | bytearray | memoryview, content_type: str | None,
-            headers: Mapping[str, str]) -> Format:
+def resolve(body: bytes | bytearray | memoryview, content_type: str | None, sized: bool = False) -> Format:
     """The format of one body.
 
-    A known media type (or alias) wins; `application/octet-stream` with `x-frame-width` and
-    `x-frame-height` is raw pixels; no type or a generic one is decided by the first bytes.
+    A known media type (or alias) wins; `application/octet-stream` with a frame size (`sized`:
+    `X-Frame-Width` or `X-Frame-Height` given) is raw pixels; no type or a generic one is
+    decided by the first bytes.
 
     Raises:
         UnsupportedContentType: naming the Content-Type and the first bytes seen (as hex).
@@ -75,7 +75,6 @@ def resolve(body: bytes | bytearray | memoryview, content_type: str | None,
     media = media_type(content_type)
     if media in MEDIA_TYPES:
         return MEDIA_TYPES[media]
-    sized = "x-frame-width" in headers or "x-frame-height" in headers
     if media == "application/octet-stream" and sized:
         return Format.RAW
     if media in GENERIC:

@@ -9,7 +9,7 @@ import enum
 import io
 import math
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,16 +17,13 @@ from numpy.lib import format as npy_format
 from PIL import Image, UnidentifiedImageError
 
 from handler import jpeg
+from handler.clip import Clip, Meta
 from handler.config import HandlerConfig, Resize
-from handler.errors import (
-    ClipTooLarge,
-    CorruptFrame,
-    EmptyFrame,
-    FrameTooLarge,
-    UnsupportedContentType,
-)
+from handler.errors import CorruptFrame, EmptyFrame, FrameTooLarge, UnsupportedContentType
 from handler.formats import Format, media_type, resolve
-from handler.layout import Deferred, letterbox_size
+from handler.layout import letterbox_size
+from handler.limits import Limits
+from handler.video import decode_segment
 
 _NPY_MAX_HEADER = 4096
 # NumPy parses npy headers with ast.literal_eval, and CPython's parser is not thread-safe
@@ -45,41 +42,6 @@ class PixelFormat(enum.Enum):
     @property
     def channels(self) -> int:
         return 1 if self is PixelFormat.GRAY8 else 3
-
-
-@dataclass(frozen=True, slots=True)
-class Clip:
-    """One request's frames, each `[H, W, 3]` uint8, and their presentation times for video.
-
-    Attributes:
-        frames: the frames in order (possibly read-only or strided views of the body).
-        pts: seconds from the container, one per frame, for video segments; None otherwise.
-        sizes: each frame's own (h, w) when a frame was decoded smaller than it was sent (the
-            JPEG decoder's DCT-domain downscaling for a letterbox engine); None: the frames'
-            own shapes.
-    """
-
-    frames: Sequence[np.ndarray | Deferred]
-    pts: list[float] | None = None
-    sizes: list[tuple[int, int]] | None = None
-
-    @property
-    def own_sizes(self) -> list[tuple[int, int]]:
-        """Each frame's own (h, w): `sizes` when set, else the frames' shapes."""
-        return self.sizes or [(f.shape[0], f.shape[1]) for f in self.frames]
-
-    @property
-    def decoded_pixels(self) -> int:
-        """Pixels this clip holds decoded (a deferred JPEG holds none until it is collated)."""
-        return sum(f.shape[0] * f.shape[1] for f in self.frames if isinstance(f, np.ndarray))
-
-    @staticmethod
-    def join(clips: Sequence[Clip]) -> Clip:
-        """Image clips (multipart parts, OIP BYTES elements) as one clip, sizes kept."""
-        frames = [frame for clip in clips for frame in clip.frames]
-        if all(clip.sizes is None for clip in clips):
-            return Clip(frames)
-        return Clip(frames, sizes=[size for clip in clips for size in clip.own_sizes])
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +84,7 @@ def decode_clip(decoders: Iterable[Callable[[], Clip]], config: HandlerConfig, w
     Raises:
         ClipTooLarge: naming `what` and the limit; or the FrameError of the part that failed.
     """
+    limits = Limits.of(config)
     clips: list[Clip] = []
     frames = pixels = 0
     for decode_one in decoders:
@@ -129,22 +92,19 @@ def decode_clip(decoders: Iterable[Callable[[], Clip]], config: HandlerConfig, w
         sizes = clip.own_sizes
         frames += len(sizes)
         pixels += sum(h * w for h, w in sizes)
-        if frames > config.max_clip_frames:
-            raise ClipTooLarge(f"{what} holds more than {config.max_clip_frames} frames, the maximum per clip")
-        if pixels > config.max_clip_pixels:
-            raise ClipTooLarge(f"{what} holds more than {config.max_clip_pixels} pixels, the maximum per clip")
+        limits.held(frames, pixels, what, "holds at least")
         clips.append(clip)
     return Clip.join(clips)
 
 
-def decode(body: object, content_type: str | None, headers: Mapping[str, str],
-           config: HandlerConfig, lazy: bool = False) -> Clip:
+def decode(body: object, content_type: str | None, meta: Meta, config: HandlerConfig,
+           lazy: bool = False) -> Clip:
     """Decodes one request (or one multipart part) into its frames.
 
     Args:
         body: the request body as TorchServe hands it (bytes for binary content types).
         content_type: the body's Content-Type; None or a generic one: found from the bytes.
-        headers: request headers, names in lower case.
+        meta: what the request's headers say (raw pixels' size and format, sample rate).
         config: the limits to enforce.
         lazy: a JPEG that libjpeg-turbo takes (with `resize: pad`) comes back as a
             `DeferredJpeg`, checked from its header but not decoded yet.
@@ -160,10 +120,11 @@ def decode(body: object, content_type: str | None, headers: Mapping[str, str],
         )
     if not body:
         raise EmptyFrame("the request body is empty")
-    fmt = resolve(body, content_type, headers)
+    fmt = resolve(body, content_type, meta.sized)
+    limits = Limits.of(config)
     if fmt is Format.JPEG:
         if lazy and config.resize is Resize.PAD:
-            size = jpeg.header(body, lambda h, w: check_clip(1, h, w, config))
+            size = jpeg.header(body, lambda h, w: limits.frame(w, h))
             if size is not None:
                 return Clip([DeferredJpeg(body, (*size, 3), config)])
         pixels, size = _decode_jpeg(body, config)
@@ -171,12 +132,10 @@ def decode(body: object, content_type: str | None, headers: Mapping[str, str],
     if fmt is Format.PNG:
         return Clip([_decode_image(body, fmt.name, config)])
     if fmt is Format.NPY:
-        return Clip(_decode_npy(body, config))
+        return Clip(_decode_npy(body, limits))
     if fmt is Format.RAW:
-        return Clip(_decode_raw(body, headers, config))
-    from handler.video import decode_segment  # FFmpeg bindings load only when video arrives
-
-    return decode_segment(body, fmt, headers, config)
+        return Clip(_decode_raw(body, meta, limits))
+    return decode_segment(body, fmt, meta.sample_fps, config)
 
 
 def pixel_layout(shape: Sequence[int]) -> tuple[int, int, int] | None:
@@ -189,23 +148,6 @@ def pixel_layout(shape: Sequence[int]) -> tuple[int, int, int] | None:
     if len(shape) == 4 and shape[3] == 3:
         return shape[0], shape[1], shape[2]
     return None
-
-
-def check_clip(frames: int, height: int, width: int, config: HandlerConfig) -> None:
-    """Checks one frame size and the clip length against the limits, before any allocation."""
-    if frames <= 0 or height <= 0 or width <= 0:
-        raise EmptyFrame(f"zero-sized frame: {frames} frame(s) of {width}x{height}")
-    if width > config.max_width or height > config.max_height:
-        raise FrameTooLarge(
-            f"frame {width}x{height} is above the maximum {config.max_width}x{config.max_height}"
-        )
-    if frames > config.max_clip_frames:
-        raise ClipTooLarge(f"clip of {frames} frames is above the maximum {config.max_clip_frames}")
-    if frames * height * width > config.max_clip_pixels:
-        raise ClipTooLarge(
-            f"clip of {frames} frames of {width}x{height} holds {frames * height * width} pixels, "
-            f"above the maximum {config.max_clip_pixels}"
-        )
 
 
 def _decode_jpeg(body: bytes | bytearray, config: HandlerConfig) -> tuple[np.ndarray, tuple[int, int]]:
@@ -222,7 +164,7 @@ def _decode_jpeg(body: bytes | bytearray, config: HandlerConfig) -> tuple[np.nda
         return letterbox_size(height, width, input_size)
 
     def check(height: int, width: int) -> None:
-        check_clip(1, height, width, config)
+        Limits.of(config).frame(width, height)
 
     decoded = jpeg.decode(body, check, target if input_size is not None else None)
     if decoded is not None:
@@ -235,7 +177,7 @@ def _decode_image(body: bytes | bytearray, fmt: str, config: HandlerConfig) -> n
     try:
         with Image.open(io.BytesIO(body), formats=[fmt]) as image:
             width, height = image.size
-            check_clip(1, height, width, config)
+            Limits.of(config).frame(width, height)
             rgb = image.convert("RGB") if image.mode != "RGB" else image
             rgb.load()
             return np.asarray(rgb)
@@ -247,7 +189,7 @@ def _decode_image(body: bytes | bytearray, fmt: str, config: HandlerConfig) -> n
         raise CorruptFrame(f"cannot decode the {fmt} image: {err}") from None
 
 
-def _decode_npy(body: bytes | bytearray, config: HandlerConfig) -> list[np.ndarray]:
+def _decode_npy(body: bytes | bytearray, limits: Limits) -> list[np.ndarray]:
     # Only the header is read through a stream: copy at most its bytes, not the pixels.
     stream = io.BytesIO(memoryview(body)[: _NPY_MAX_HEADER + 16].tobytes())
     try:
@@ -267,7 +209,7 @@ def _decode_npy(body: bytes | bytearray, config: HandlerConfig) -> list[np.ndarr
     layout = pixel_layout(shape)
     if layout is None:
         raise CorruptFrame(f"npy shape {shape} is not supported: send (H, W, 3), (H, W) or (N, H, W, 3)")
-    check_clip(*layout, config)
+    limits.clip(*layout)
     offset = stream.tell()
     expected = math.prod(shape)
     if len(body) - offset != expected:
@@ -280,17 +222,14 @@ def _decode_npy(body: bytes | bytearray, config: HandlerConfig) -> list[np.ndarr
     return _split_clip(array)
 
 
-def _decode_raw(body: bytes | bytearray, headers: Mapping[str, str],
-                config: HandlerConfig) -> list[np.ndarray]:
-    width = _header_int(headers, "x-frame-width")
-    height = _header_int(headers, "x-frame-height")
-    name = headers.get("x-pixel-format", PixelFormat.RGB24.value).strip().lower()
+def _decode_raw(body: bytes | bytearray, meta: Meta, limits: Limits) -> list[np.ndarray]:
+    height, width = meta.frame_size()
     try:
-        pixel_format = PixelFormat(name)
+        pixel_format = PixelFormat(meta.pixel_format)
     except ValueError:
         choices = [p.value for p in PixelFormat]
-        raise CorruptFrame(f"X-Pixel-Format {name!r} is not supported: use one of {choices}") from None
-    check_clip(1, height, width, config)
+        raise CorruptFrame(f"X-Pixel-Format {meta.pixel_format!r} is not supported: use one of {choices}") from None
+    limits.frame(width, height)
     frame_bytes = width * height * pixel_format.channels
     clip, remainder = divmod(len(body), frame_bytes)
     if remainder:
@@ -298,21 +237,11 @@ def _decode_raw(body: bytes | bytearray, headers: Mapping[str, str],
             f"raw body of {len(body)} bytes is not a whole number of {width}x{height} "
             f"{pixel_format.value} frames ({frame_bytes} bytes each)"
         )
-    check_clip(clip, height, width, config)
+    limits.clip(clip, height, width)
     array = np.frombuffer(body, np.uint8).reshape(clip, height, width, pixel_format.channels)
     if pixel_format is PixelFormat.BGR24:
         array = array[..., ::-1]
     return _split_clip(array)
-
-
-def _header_int(headers: Mapping[str, str], name: str) -> int:
-    value = headers.get(name)
-    if value is None:
-        raise CorruptFrame(f"a raw application/octet-stream body needs the {name} header")
-    value = value.strip()
-    if not (value.isascii() and value.isdigit()) or len(value) > 6:
-        raise CorruptFrame(f"header {name}: {value[:32]!r} is not a positive whole number")
-    return int(value)
 
 
 def _split_clip(array: np.ndarray) -> list[np.ndarray]:

@@ -4,8 +4,8 @@ A `Layout` is chosen once at `initialize` from the config (`pad` or `letterbox`)
 the memory budget, the learned out-of-memory limits, collate, the padding metrics and `unpad`
 all ask it, so their numbers cannot drift apart.
 
-- `PadLayout`: each frame keeps its resolution; frames are grouped by their size rounded up to
-  `size_divisor` (the bucket), and a chunk's slot is that bucket.
+- `PadLayout`: each frame keeps its resolution; frames are grouped by their slot, their size
+  rounded up to `size_divisor`.
 - `LetterboxLayout`: each frame is resized on the host, in uint8, to fit the engine's
   `input_size` keeping its aspect (the JPEG decoder already shrinks it in the DCT domain where it
   can); every chunk's slot is `input_size`, and dense outputs are resized back to the frame.
@@ -18,20 +18,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from handler.clip import Frame, Size, Value
 from handler.config import HandlerConfig, Resize
 
-Size = tuple[int, int]
-#: One frame's value of one output, as JSON takes it: a number, nested lists, or None.
-Value = Any
 
-
-def bucket(height: int, width: int, divisor: int) -> Size:
+def round_up(height: int, width: int, divisor: int) -> Size:
     """Rounds a frame size up to the size divisor, so few shapes reach the model."""
     return -(-height // divisor) * divisor, -(-width // divisor) * divisor
 
@@ -40,15 +36,6 @@ def letterbox_size(height: int, width: int, target: Size) -> Size:
     """The (h, w) a frame takes inside `target` after an aspect-preserving resize."""
     scale = min(target[0] / height, target[1] / width)
     return max(1, min(target[0], round(height * scale))), max(1, min(target[1], round(width * scale)))
-
-
-class Deferred(Protocol):
-    """A frame decoded on demand into the buffer it goes to (`handler.frames.DeferredJpeg`)."""
-
-    @property
-    def shape(self) -> tuple[int, int, int]: ...
-
-    def decode_into(self, out: np.ndarray) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,20 +70,20 @@ class Placement:
 
 
 class Layout:
-    """Geometry shared by both modes; `key` and `fit` are the mode's own."""
+    """Geometry shared by both modes; `slot`, `fitted` and `fit` are the mode's own."""
 
     def __init__(self, static_batch: int | None) -> None:
         self.static_batch = static_batch
 
-    def key(self, height: int, width: int) -> Size:
-        """The slot a frame of this size goes to; frames of one key share chunks."""
+    def slot(self, height: int, width: int) -> Size:
+        """The slot a frame of this size goes to; frames of one slot share chunks."""
         raise NotImplementedError
 
     def fitted(self, height: int, width: int) -> Size:
         """The (h, w) a frame of this size takes inside its slot."""
         raise NotImplementedError
 
-    def fit(self, frame: np.ndarray | Deferred, original: Size) -> np.ndarray | Deferred:
+    def fit(self, frame: Frame, original: Size) -> Frame:
         """The frame as it goes into its slot: `[h, w, 3]` uint8 of `fitted(*original)`.
 
         Args:
@@ -110,28 +97,28 @@ class Layout:
         """Rows allocated for a chunk of `frames` frames."""
         return max(frames, self.static_batch or 0)
 
-    def place(self, key: Size, original: Sequence[Size]) -> Placement:
-        """The placement of a chunk of frames (given by their own sizes) in slot `key`."""
-        return Placement(key, self.rows(len(original)), tuple(self.fitted(h, w) for h, w in original),
+    def place(self, slot: Size, original: Sequence[Size]) -> Placement:
+        """The placement of a chunk of frames (given by their own sizes) in `slot`."""
+        return Placement(slot, self.rows(len(original)), tuple(self.fitted(h, w) for h, w in original),
                          tuple(original))
 
-    def chunk_pixels(self, key: Size, frames: int) -> int:
-        """Input pixels of a chunk of `frames` frames in slot `key`: what a forward's memory scales with."""
-        return self.rows(frames) * key[0] * key[1]
+    def chunk_pixels(self, slot: Size, frames: int) -> int:
+        """Input pixels of a chunk of `frames` frames in `slot`: what a forward's memory scales with."""
+        return self.rows(frames) * slot[0] * slot[1]
 
-    def max_frames(self, key: Size, budget_bytes: int, bytes_per_pixel: int, cap: int) -> int:
+    def max_frames(self, slot: Size, budget_bytes: int, bytes_per_pixel: int, cap: int) -> int:
         """Most frames (at most `cap`, at least 1) whose chunk stays within `budget_bytes`.
 
         A static-batch chunk costs the same for any frame count: the budget cannot shrink it.
         """
-        per_row = key[0] * key[1] * bytes_per_pixel
+        per_row = slot[0] * slot[1] * bytes_per_pixel
         if self.static_batch is not None:
             return cap
         return max(1, min(cap, budget_bytes // per_row))
 
-    def split_helps(self, key: Size, frames: int) -> bool:
+    def split_helps(self, slot: Size, frames: int) -> bool:
         """Whether running `frames` frames as two chunks allocates less per chunk (OOM retry)."""
-        return frames > 1 and self.chunk_pixels(key, frames // 2) < self.chunk_pixels(key, frames)
+        return frames > 1 and self.chunk_pixels(slot, frames // 2) < self.chunk_pixels(slot, frames)
 
     def unpad(self, output: torch.Tensor, placement: Placement, dense: bool | None = None) -> list[Value]:
         """Splits one model output (`Tensor[n, ...]` on the CPU, padded rows dropped) per frame.
@@ -175,8 +162,8 @@ class PadLayout(Layout):
         super().__init__(static_batch)
         self.divisor = divisor
 
-    def key(self, height: int, width: int) -> Size:
-        return bucket(height, width, self.divisor)
+    def slot(self, height: int, width: int) -> Size:
+        return round_up(height, width, self.divisor)
 
     def fitted(self, height: int, width: int) -> Size:
         return height, width
@@ -189,13 +176,13 @@ class LetterboxLayout(Layout):
         super().__init__(static_batch)
         self.input_size = input_size
 
-    def key(self, height: int, width: int) -> Size:
+    def slot(self, height: int, width: int) -> Size:
         return self.input_size
 
     def fitted(self, height: int, width: int) -> Size:
         return letterbox_size(height, width, self.input_size)
 
-    def fit(self, frame: np.ndarray | Deferred, original: Size) -> np.ndarray | Deferred:
+    def fit(self, frame: Frame, original: Size) -> Frame:
         if not isinstance(frame, np.ndarray):
             raise TypeError("a letterbox engine resizes decoded pixels: decode with lazy=False")
         size = self.fitted(*original)

@@ -17,11 +17,11 @@ class Chunk:
     """Frames that go through one forward together.
 
     Attributes:
-        key: the layout's slot (Hb, Wb) for these frames (`Layout.key`).
+        slot: the layout's slot (H, W) for these frames (`Layout.slot`).
         items: indexes into the batch's flat list of frames.
     """
 
-    key: tuple[int, int]
+    slot: tuple[int, int]
     items: tuple[int, ...]
 
 
@@ -37,27 +37,27 @@ class ChunkPlanner:
         self._layout = layout
         self._learned: dict[tuple[int, int], int] = {}
 
-    def limit(self, key: tuple[int, int]) -> int:
-        """Most frames of slot `key` one forward may take."""
-        limit = min(self._config.max_chunk, self._learned.get(key, self._config.max_chunk))
+    def limit(self, slot: tuple[int, int]) -> int:
+        """Most frames of `slot` one forward may take."""
+        limit = min(self._config.max_chunk, self._learned.get(slot, self._config.max_chunk))
         if self._config.memory_budget_bytes is not None:
-            limit = self._layout.max_frames(key, self._config.memory_budget_bytes,
+            limit = self._layout.max_frames(slot, self._config.memory_budget_bytes,
                                             self._config.bytes_per_pixel, limit)
         return max(1, limit)
 
-    def learn(self, key: tuple[int, int], fits: int) -> None:
-        """Records that `fits` frames of slot `key` is the most to try from now on."""
-        self._learned[key] = min(self._learned.get(key, fits), max(1, fits))
+    def learn(self, slot: tuple[int, int], fits: int) -> None:
+        """Records that `fits` frames of `slot` is the most to try from now on."""
+        self._learned[slot] = min(self._learned.get(slot, fits), max(1, fits))
 
     def plan(self, sizes: Sequence[tuple[int, int]]) -> list[Chunk]:
-        """Chunks for frames of the given (h, w), grouped by slot, each at most `limit(key)` long."""
+        """Chunks for frames of the given (h, w), grouped by slot, each at most `limit(slot)` long."""
         groups: dict[tuple[int, int], list[int]] = {}
         for i, (h, w) in enumerate(sizes):
-            groups.setdefault(self._layout.key(h, w), []).append(i)
+            groups.setdefault(self._layout.slot(h, w), []).append(i)
         chunks: list[Chunk] = []
-        for key, items in groups.items():
-            size = self.limit(key)
-            chunks.extend(Chunk(key, tuple(items[i:i + size])) for i in range(0, len(items), size))
+        for slot, items in groups.items():
+            size = self.limit(slot)
+            chunks.extend(Chunk(slot, tuple(items[i:i + size])) for i in range(0, len(items), size))
         return chunks
 
 

@@ -1,11 +1,32 @@
-"""Batch metrics (DESIGN section 7) as plain samples; `service.py` hands them to TorchServe."""
+"""Batch metrics (DESIGN section 7): what a batch did, as plain samples; `service.py` hands
+them to TorchServe."""
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from handler.pipeline import BatchStats
+
+@dataclass(slots=True)
+class BatchStats:
+    """What one batch did, for the metrics (DESIGN section 7)."""
+
+    requests: int = 0
+    frames: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+    chunks: int = 0
+    oom_splits: int = 0
+    padded_pixels: int = 0
+    tensor_pixels: int = 0
+    peak_memory_bytes: int = 0
+
+    @property
+    def padding_ratio(self) -> float:
+        return self.padded_pixels / self.tensor_pixels if self.tensor_pixels else 0.0
+
+    def reject(self, reason: str, frames: int) -> None:
+        """Counts `frames` frames answered with an error of `reason`."""
+        self.rejected[reason] = self.rejected.get(reason, 0) + frames
 
 
 class Kind(enum.Enum):

@@ -1,4 +1,4 @@
-"""The one TorchServe handler class: translates between TorchServe's context and the core.
+"""The one TorchServe handler class: picks each request's door, runs the core, answers each request.
 
 TorchServe imports this file as a top-level module and takes the one class defined in it.
 """
@@ -14,10 +14,10 @@ from ts.metrics.metric_type_enum import MetricTypes
 from ts.torch_handler.base_handler import BaseHandler
 
 from handler.config import HandlerConfig
+from handler.doors import route
 from handler.loading import load_model
-from handler.metrics import Kind, samples
-from handler.pipeline import BatchStats, Pipeline
-from handler.requests import from_item
+from handler.metrics import BatchStats, Kind, samples
+from handler.pipeline import Pipeline
 
 logger = logging.getLogger(__name__)
 
@@ -44,11 +44,11 @@ class VideoFrameHandler(BaseHandler):  # type: ignore[misc]  # ts ships no type 
         logger.info("video handler ready on %s with %s", self.device, self.config)
 
     def handle(self, data: list[dict[str, Any]], context: Any) -> list[str]:
-        # A compressed OIP body inflates to at most one clip's pixels (plus its JSON header).
-        inflated = 3 * self.config.max_clip_pixels + (1 << 20)
-        requests = [from_item(item, context.get_all_request_header(idx) or {}, context.model_name, inflated)
-                    for idx, item in enumerate(data)]
-        responses, stats = self.pipeline.run(requests)
+        read = [route.read(item, context.get_all_request_header(idx) or {}, context.model_name, self.config)
+                for idx, item in enumerate(data)]
+        outcomes, stats = self.pipeline.run([request for _, request in read])
+        responses = [route.answer(door, request, outcome, stats)
+                     for (door, request), outcome in zip(read, outcomes)]
         for idx, response in enumerate(responses):
             context.set_response_status(response.status, response.phrase, idx)
             context.set_response_content_type(idx, "application/json")
@@ -66,4 +66,3 @@ class VideoFrameHandler(BaseHandler):  # type: ignore[misc]  # ts ships no type 
                 metric.add_or_update(sample.value, dims)
         except Exception:
             logger.exception("emitting batch metrics failed; requests are unaffected")
-

@@ -22,17 +22,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from handler.clip import Clip
 from handler.config import HandlerConfig
-from handler.errors import (
-    BadHeader,
-    ClipTooLarge,
-    CorruptFrame,
-    EmptyFrame,
-    FrameTooLarge,
-    UnsupportedCodec,
-)
+from handler.errors import ClipTooLarge, CorruptFrame, EmptyFrame, UnsupportedCodec
 from handler.formats import GENERIC, MEDIA_TYPES, Format, media_type, sniff
-from handler.frames import Clip
+from handler.limits import Limits
 
 if TYPE_CHECKING:
     import av
@@ -82,24 +76,6 @@ class PtsSampler:
         return True
 
 
-def sample_fps(headers: Mapping[str, str]) -> float | None:
-    """`X-Sample-Fps` (gRPC: `sample_fps`) as a positive number, or None when absent.
-
-    Raises:
-        BadHeader: the value is not a positive, finite number.
-    """
-    raw = headers.get("x-sample-fps")
-    if raw is None or not raw.strip():
-        return None
-    try:
-        fps = float(raw)
-    except ValueError:
-        fps = math.nan
-    if not math.isfinite(fps) or fps <= 0:
-        raise BadHeader(f"X-Sample-Fps {raw[:32]!r} is not a positive number of frames per second")
-    return fps
-
-
 def is_segment(body: object, content_type: str | None = None) -> bool:
     """Whether a body (or a multipart part, or an OIP BYTES element) is a video segment, by its
     Content-Type, or by its first bytes when it has none or a generic one (cheap: nothing is
@@ -112,38 +88,39 @@ def is_segment(body: object, content_type: str | None = None) -> bool:
     return fmt is not None and fmt.is_video
 
 
-def decode_segment(body: bytes | bytearray, fmt: Format, headers: Mapping[str, str],
+def decode_segment(body: bytes | bytearray, fmt: Format, sample_fps: float | None,
                    config: HandlerConfig) -> Clip:
     """Decodes one MP4, MPEG-TS or Annex-B H.264/H.265 segment into RGB frames and their pts.
 
     Args:
         body: the whole segment.
         fmt: its format (from the Content-Type or the first bytes).
-        headers: request headers, names in lower case (`x-sample-fps` is read).
+        sample_fps: `X-Sample-Fps`, the rate of frames to keep by pts (None: every frame).
         config: the limits and the codec allow-list.
 
     Returns:
         The kept frames (`[H, W, 3]` uint8 each) in presentation order, and their pts in seconds.
 
     Raises:
-        FrameError: `UnsupportedCodec`, `FrameTooLarge`, `ClipTooLarge`, `EmptyFrame`,
-            `CorruptFrame` or `BadHeader`; the message says which limit or what is broken.
+        FrameError: `UnsupportedCodec`, `FrameTooLarge`, `ClipTooLarge`, `EmptyFrame` or
+            `CorruptFrame`; the message says which limit or what is broken.
     """
     import av  # FFmpeg loads only when video arrives
 
-    sampler = PtsSampler(sample_fps(headers))
     hwaccel = _hwaccel() if config.video_hw_decode else None
     try:
         # max_pixels also for the frames FFmpeg decodes while probing the stream's parameters.
         with av.open(io.BytesIO(body), "r", format=DEMUXERS[fmt], hwaccel=hwaccel,
                      options={"max_pixels": _max_pixels(config)}) as container:
-            return _decode(container, fmt, sampler, config)
+            stream = _open_stream(container, fmt, sample_fps, config)
+            return _decode(_Reader(container, stream, fmt), PtsSampler(sample_fps), config)
     except (av.FFmpegError, ValueError, IndexError) as err:
         raise CorruptFrame(f"cannot decode the {fmt.value} segment: {err}") from None
 
 
-def _decode(container: av.container.InputContainer, fmt: Format, sampler: PtsSampler,
-            config: HandlerConfig) -> Clip:
+def _open_stream(container: av.container.InputContainer, fmt: Format, sample_fps: float | None,
+                 config: HandlerConfig) -> av.video.stream.VideoStream:
+    """The segment's video stream, checked from its headers, its decoder set up."""
     if not container.streams.video:
         raise EmptyFrame(f"the {fmt.value} segment holds no video stream")
     stream = container.streams.video[0]
@@ -153,10 +130,10 @@ def _decode(container: av.container.InputContainer, fmt: Format, sampler: PtsSam
             f"the {fmt.value} segment's video codec is {context.name}; allowed codecs are "
             f"{list(config.video_codecs)} (handler.video_codecs)"
         )
-    _check_size(context.width, context.height, config, "declares")
-    declared = stream.frames  # MP4 sample tables count their frames; 0 when unknown
-    if declared and sampler.fps is None:
-        _check_clip(declared, context.width * context.height * declared, config, "declares")
+    limits = Limits.of(config)
+    limits.size(context.width, context.height, "the segment declares frames of", ",")
+    if stream.frames and sample_fps is None:  # MP4 sample tables count their frames; 0 when unknown
+        limits.segment(stream.frames, context.width * context.height * stream.frames, "declares")
     # explode: stop at the first damaged slice instead of concealing it (truncated or corrupt
     # data is CorruptFrame, not a made-up picture); max_pixels: the decoder itself refuses a
     # mid-stream size change far above the limit before allocating it (the slack covers coded
@@ -164,12 +141,17 @@ def _decode(container: av.container.InputContainer, fmt: Format, sampler: PtsSam
     context.options = {"err_detect": "explode", "max_pixels": _max_pixels(config)}
     context.thread_type = "AUTO"
     context.thread_count = _codec_threads(config)
+    return stream
 
+
+def _decode(reader: _Reader, sampler: PtsSampler, config: HandlerConfig) -> Clip:
+    """The kept frames; every frame is checked before its RGB copy is made."""
+    limits = Limits.of(config)
+    fmt = reader.fmt
     frames: list[np.ndarray] = []
     pts: list[float] = []
     pixels = decoded = 0
     budget = config.max_video_frames * DECODE_HEADROOM
-    reader = _Reader(container, stream, fmt)
     for frame in reader.frames():
         decoded += 1
         if frame.is_corrupt:  # the decoder concealed damage (err_detect alone does not refuse it)
@@ -180,24 +162,15 @@ def _decode(container: av.container.InputContainer, fmt: Format, sampler: PtsSam
                 f"the segment holds more than {budget} frames before sampling "
                 f"({DECODE_HEADROOM} x max_video_frames = {config.max_video_frames})"
             )
-        _check_size(frame.width, frame.height, config, "holds")
+        limits.size(frame.width, frame.height, "the segment holds frames of", ",")
         time = _pts(frame, decoded - 1, fmt)
         if not sampler.keep(time):
             continue
-        size = frame.width * frame.height
-        _check_clip(len(frames) + 1, pixels + size, config, "holds at least")
+        pixels += frame.width * frame.height
+        limits.segment(len(frames) + 1, pixels, "holds at least")
         frames.append(_rgb(frame))
         pts.append(time)
-        pixels += size
-    if declared and reader.packets < declared:
-        raise CorruptFrame(
-            f"the {fmt.value} segment is truncated: it declares {declared} frames and holds "
-            f"{reader.packets}"
-        )
-    if decoded == 0:
-        if reader.packets == 0:
-            raise EmptyFrame(f"the {fmt.value} segment holds no video frames")
-        raise CorruptFrame(f"no frame of the {fmt.value} segment could be decoded")
+    reader.check_complete(decoded)
     return Clip(frames, pts)
 
 
@@ -223,6 +196,21 @@ class _Reader:
                 self.packets += 1
             yield from packet.decode()
 
+    def check_complete(self, decoded: int) -> None:
+        """After the last frame: the segment held every frame it declares, and some.
+
+        Raises:
+            CorruptFrame: truncated, or nothing decodable. EmptyFrame: no video frame at all.
+        """
+        declared = self.stream.frames
+        if declared and self.packets < declared:
+            raise CorruptFrame(f"the {self.fmt.value} segment is truncated: it declares {declared} "
+                               f"frames and holds {self.packets}")
+        if decoded == 0:
+            if self.packets == 0:
+                raise EmptyFrame(f"the {self.fmt.value} segment holds no video frames")
+            raise CorruptFrame(f"no frame of the {self.fmt.value} segment could be decoded")
+
 
 def _rgb(frame: av.VideoFrame) -> np.ndarray:
     """`[H, W, 3]` uint8 (a view of FFmpeg's converted picture, which it keeps alive)."""
@@ -233,28 +221,6 @@ def _pts(frame: av.VideoFrame, index: int, fmt: Format) -> float:
     if fmt in (Format.H264, Format.H265) or frame.time is None:
         return index / RAW_FPS
     return float(frame.time)
-
-
-def _check_size(width: int, height: int, config: HandlerConfig, verb: str) -> None:
-    if width > config.max_width or height > config.max_height:
-        raise FrameTooLarge(
-            f"the segment {verb} frames of {width}x{height}, above the maximum "
-            f"{config.max_width}x{config.max_height}"
-        )
-
-
-def _check_clip(frames: int, pixels: int, config: HandlerConfig, verb: str) -> None:
-    if frames > config.max_video_frames:
-        raise ClipTooLarge(
-            f"the segment {verb} {frames} frames to keep, above max_video_frames = "
-            f"{config.max_video_frames} (counted after X-Sample-Fps); send shorter segments or "
-            "set X-Sample-Fps"
-        )
-    if pixels > config.max_clip_pixels:
-        raise ClipTooLarge(
-            f"the segment {verb} {frames} frames of {pixels} pixels in all, above "
-            f"max_clip_pixels = {config.max_clip_pixels}; send shorter segments or set X-Sample-Fps"
-        )
 
 
 def _max_pixels(config: HandlerConfig) -> str:

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
+
+from handler.clip import Request
+from handler.config import HandlerConfig
+from handler.doors import native, route
+from handler.doors.wire import Response
+from handler.metrics import BatchStats
+from handler.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT / "data" / "images"
@@ -67,3 +76,29 @@ def assert_quality(outputs: dict, pixels: np.ndarray, rel: float = 1e-4) -> None
     expected = quality(pixels)
     for name, value in expected.items():
         assert abs(outputs[name] - value) <= rel * max(abs(value), 1.0), (name, outputs[name], value)
+
+
+def request(body: object, content_type: str | None = None, headers: dict[str, str] | None = None) -> Request:
+    """A `/predictions` request as TorchServe hands it (a `body` key, its headers), through the
+    native door."""
+    typed = {"content-type": content_type} if content_type else {}
+    return native.read({"body": body}, {"url_path": "/predictions/m", **typed, **(headers or {})})
+
+
+class Answering(Pipeline):
+    """The core with a door's answers, as `handler.service` gives them: `run` returns each
+    request's `Response` (status, phrase, JSON body) and the batch's statistics."""
+
+    def __init__(self, *args: Any, door: Any = native, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.door = door
+
+    def run(self, requests: Sequence[Request]) -> tuple[list[Response], BatchStats]:  # type: ignore[override]
+        outcomes, stats = super().run(requests)
+        return [route.answer(self.door, r, o, stats) for r, o in zip(requests, outcomes)], stats
+
+
+def read(item: dict[str, object], headers: dict[str, object], model: str = "m",
+         config: HandlerConfig | None = None) -> Request:
+    """An item and its header map as TorchServe hands them, through the door they pick."""
+    return route.read(item, headers, model, config or HandlerConfig())[1]

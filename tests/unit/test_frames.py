@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from handler.clip import Meta
 from handler.config import HandlerConfig
 from handler.errors import (
     ClipTooLarge,
@@ -19,7 +20,7 @@ CONFIG = HandlerConfig.from_mapping({"max_width": 1920, "max_height": 1080, "max
 
 
 def _decode(body, content_type, **headers):
-    return decode(body, content_type, headers, CONFIG).frames
+    return decode(body, content_type, Meta.parse(headers), CONFIG).frames
 
 
 def test_png_is_lossless():
@@ -45,7 +46,7 @@ def test_grey_rgba_and_palette_png_become_rgb(mode):
 
 def test_jpeg_decodes_like_pillow_from_a_bytearray():
     body = support.jpeg(support.frame(720, 1280, 2))
-    clip = decode(bytearray(body), "image/jpeg", {}, CONFIG)
+    clip = decode(bytearray(body), "image/jpeg", Meta(), CONFIG)
     np.testing.assert_array_equal(clip.frames[0], support.decoded(body))
     assert clip.sizes is None
 
@@ -74,7 +75,7 @@ def test_jpeg_limits_are_checked_from_the_header():
 ])
 def test_letterbox_engines_get_jpeg_shrunk_in_the_dct_domain(input_size, decoded):
     config = HandlerConfig.from_mapping({"resize": "letterbox", "input_size": input_size})
-    clip = decode(support.jpeg(support.frame(720, 1280)), "image/jpeg", {}, config)
+    clip = decode(support.jpeg(support.frame(720, 1280)), "image/jpeg", Meta(), config)
     assert clip.frames[0].shape == (*decoded, 3)
     assert clip.sizes == (None if decoded == (720, 1280) else [(720, 1280)])
 
@@ -167,7 +168,7 @@ RAW = {"x-frame-width": "8", "x-frame-height": "6"}
 ])
 def test_bad_input_is_a_typed_error(body, content_type, headers, error):
     with pytest.raises(error):
-        decode(body, content_type, headers, CONFIG)
+        decode(body, content_type, Meta.parse(headers), CONFIG)
 
 
 def test_decompression_bomb_is_refused_from_the_header():

@@ -10,12 +10,12 @@ import torch
 from handler.config import HandlerConfig
 from handler.layout import LetterboxLayout, PadLayout, layout_for, resize_uint8
 from handler.memory import ChunkPlanner
-from handler.pipeline import Pipeline, Request
 from tests import support
+from tests.support import Answering
 
 
 def _npy(pixels, frame_id=0):
-    return Request(support.npy(pixels), "application/x-npy", {"x-frame-id": str(frame_id)})
+    return support.request(support.npy(pixels), "application/x-npy", {"x-frame-id": str(frame_id)})
 
 
 class LetterboxModel:
@@ -39,8 +39,8 @@ def test_layout_is_chosen_once_from_the_config():
     pad = layout_for(HandlerConfig.from_mapping({"size_divisor": 32}))
     box = layout_for(HandlerConfig.from_mapping(
         {"resize": "letterbox", "input_size": [128, 256], "static_batch": 8, "model_max_batch": 8}))
-    assert isinstance(pad, PadLayout) and pad.key(720, 1281) == (736, 1312)
-    assert isinstance(box, LetterboxLayout) and box.key(1080, 1920) == (128, 256)
+    assert isinstance(pad, PadLayout) and pad.slot(720, 1281) == (736, 1312)
+    assert isinstance(box, LetterboxLayout) and box.slot(1080, 1920) == (128, 256)
     assert box.fitted(1080, 1920) == (128, 228) and box.rows(3) == 8 and pad.rows(3) == 3
     placement = box.place((128, 256), [(1080, 1920), (64, 64)])
     assert placement.slot == (128, 256) and placement.rows == 8
@@ -57,12 +57,12 @@ def test_letterbox_budget_and_allocation_are_for_the_engine_input_not_the_source
         "resize": "letterbox", "input_size": [128, 128], "model_max_batch": 16,
         "memory_budget_bytes": 3 * 128 * 128 * 64, "bytes_per_pixel": 64, "output_names": ["mean", "map"]})
     model = LetterboxModel()
-    pipeline = Pipeline(model, config)
+    pipeline = Answering(model, config)
     burst = [_npy(support.frame(1080, 1920, i), i) for i in range(7)]
     responses, stats = pipeline.run(burst)
     assert [r.status for r in responses] == [200] * 7
     assert model.shapes == [(3, 3, 128, 128), (3, 3, 128, 128), (1, 3, 128, 128)]
-    assert pipeline._staging._buffer.numel() == 3 * 128 * 128 * 3
+    assert pipeline._chunks._staging._buffer.numel() == 3 * 128 * 128 * 3
     assert stats.chunks == 3 and stats.tensor_pixels == 7 * 128 * 128
     assert stats.padded_pixels == 7 * (128 * 128 - 72 * 128)
     frame = json.loads(responses[0].body)["frames"][0]
@@ -75,7 +75,7 @@ def test_letterbox_oom_limits_are_learned_for_the_engine_input():
     config = HandlerConfig.from_mapping({"resize": "letterbox", "input_size": [128, 128],
                                          "model_max_batch": 8, "output_names": ["mean", "map"]})
     model = LetterboxModel(oom_above=2)
-    pipeline = Pipeline(model, config)
+    pipeline = Answering(model, config)
     responses, stats = pipeline.run([_npy(support.frame(720, 1280, i), i) for i in range(8)])
     assert [r.status for r in responses] == [200] * 8
     assert stats.oom_splits == 1 + 2 and stats.chunks == 4  # counted once, after success
@@ -94,7 +94,7 @@ def test_oom_retry_counts_chunks_and_padding_once():
 
     config = HandlerConfig.from_mapping({"pass_sizes": True, "model_max_batch": 16})
     frames = [support.frame(60, 60, i) for i in range(16)]  # bucket 64x64
-    responses, stats = Pipeline(model, config).run([_npy(f, i) for i, f in enumerate(frames)])
+    responses, stats = Answering(model, config).run([_npy(f, i) for i, f in enumerate(frames)])
     assert [r.status for r in responses] == [200] * 16
     assert (stats.chunks, stats.oom_splits) == (4, 3)
     assert stats.tensor_pixels == 16 * 64 * 64
@@ -106,7 +106,7 @@ def test_a_fixed_batch_engine_out_of_memory_is_answered_at_once(resize):
     # 16 rows are allocated for 1 frame or 16: halving cannot help, so no recursion into 507s.
     model = LetterboxModel(oom_above=8, size=(128, 128) if resize else (64, 64))
     config = HandlerConfig.from_mapping({**resize, "static_batch": 16, "output_names": ["mean", "map"]})
-    pipeline = Pipeline(model, config)
+    pipeline = Answering(model, config)
     frames = [support.frame(64, 64, i) for i in range(20)]
     responses, stats = pipeline.run([_npy(f, i) for i, f in enumerate(frames)])
     assert [r.status for r in responses] == [507] * 20

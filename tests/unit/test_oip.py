@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from handler import encode, oip
+from handler.clip import FrameResult, Meta, Request
 from handler.config import HandlerConfig
+from handler.doors import oip
 from handler.errors import ClipTooLarge, CorruptFrame, EmptyFrame, FrameTooLarge, UnsupportedContentType
 from handler.models import frame_quality
-from handler.pipeline import Pipeline
-from handler.requests import Protocol, Request, from_item
 from tests import support
+from tests.support import Answering
 
 CONFIG = HandlerConfig.from_mapping({"max_width": 1920, "max_height": 1080, "max_clip_frames": 4,
                                      "pass_sizes": True})
@@ -34,7 +34,7 @@ def _body(*tensors):
 
 
 def _decode(body, headers):
-    return oip.decode(oip.parse(body, headers), headers, CONFIG)
+    return oip.decode(oip.parse(body, headers, 1 << 30), Meta.parse(headers), CONFIG)
 
 
 def _frames(body, headers):
@@ -106,7 +106,7 @@ def test_binary_sizes_that_run_past_the_body_are_refused():
 
 def _request(body, headers, model="frame_quality"):
     """The Request TorchServe's items become for `/v2/models/{model}/infer`."""
-    return from_item({"body": body}, {"body": {"content-type": ""}, **headers}, model)
+    return support.read({"body": body}, {"body": {"content-type": ""}, **headers}, model, CONFIG)
 
 
 def test_answers_stack_outputs_over_frames_and_tritonclient_reads_them():
@@ -114,7 +114,7 @@ def test_answers_stack_outputs_over_frames_and_tritonclient_reads_them():
     clip = np.stack([FRAME, support.frame(48, 64, 4)])
     body, headers = _body(_tensor("frames", clip, "UINT8"))
     requests = [_request(body, headers), _request(bytearray(body), {**headers, oip.HEADER_LENGTH: "5"})]
-    [good, refused], _ = Pipeline(model, CONFIG).run(requests)
+    [good, refused], _ = Answering(model, CONFIG, door=oip).run(requests)
     assert (good.status, refused.status) == (200, 400)
     result = httpclient.InferResult.from_response_body(good.body.encode())
     assert result.get_response()["model_name"] == "frame_quality"
@@ -134,7 +134,7 @@ def test_outputs_asked_for_and_the_request_id_come_back():
     headers = {oip.HEADER_LENGTH: str(json_size)}
     unknown, size = httpclient.InferenceServerClient.generate_request_body(
         [_tensor("frames", FRAME, "UINT8")], outputs=[httpclient.InferRequestedOutput("mask")])
-    [asked, missing], _ = Pipeline(frame_quality.build(), CONFIG).run(
+    [asked, missing], _ = Answering(frame_quality.build(), CONFIG, door=oip).run(
         [_request(body, headers), _request(unknown, {oip.HEADER_LENGTH: str(size)})])
     answer = json.loads(asked.body)
     assert answer["id"] == "req-9" and [o["name"] for o in answer["outputs"]] == ["sharpness", "brightness"]
@@ -150,17 +150,17 @@ def test_a_compressed_request_is_read(algorithm):
     [frame] = _frames(bytearray(packed), headers)
     assert np.array_equal(frame, FRAME)
     with pytest.raises(oip.BadInferenceRequest, match=algorithm):
-        oip.parse(bytearray(b"not compressed"), headers)
+        oip.parse(bytearray(b"not compressed"), headers, 1 << 30)
 
 
 def test_vectors_stack_to_n_by_k_and_ragged_outputs_are_a_400():
-    request = Request(b"", protocol=Protocol.OIP, model="m")
-    frames = [{"outputs": {"v": [1.0, 2.0], "s": 3}}, {"outputs": {"v": [4.0, 5.0], "s": 6}}]
-    body = json.loads(encode.ok(request, frames).body)
+    request = Request(oip.InferRequest({}, memoryview(b""), "m"))
+    frames = [FrameResult(1, 1, {"v": [1.0, 2.0], "s": 3}), FrameResult(1, 1, {"v": [4.0, 5.0], "s": 6})]
+    body = json.loads(oip.answer(request, frames).body)
     assert body["outputs"] == [{"name": "v", "datatype": "FP32", "shape": [2, 2], "data": [1.0, 2.0, 4.0, 5.0]},
                                {"name": "s", "datatype": "INT64", "shape": [2], "data": [3, 6]}]
-    ragged = [{"outputs": {"map": [[1.0, 2.0]]}}, {"outputs": {"map": [[1.0], [2.0]]}}]
-    answer = encode.ok(request, ragged)
+    ragged = [FrameResult(1, 1, {"map": [[1.0, 2.0]]}), FrameResult(1, 1, {"map": [[1.0], [2.0]]})]
+    answer = oip.answer(request, ragged)
     assert answer.status == 400 and json.loads(answer.body)["error"].startswith("NotStackable: ")
 
 
@@ -174,7 +174,7 @@ def test_bytes_of_one_segment_are_its_frames_with_pts():
     clip = _decode(body, {**headers, "x-sample-fps": "10"})
     assert len(clip.frames) == 2
     # The answer carries them as one more output, FP64 seconds, as tritonclient reads it.
-    [answer], _ = Pipeline(frame_quality.build(), CONFIG).run([_request(body, headers)])
+    [answer], _ = Answering(frame_quality.build(), CONFIG, door=oip).run([_request(body, headers)])
     result = httpclient.InferResult.from_response_body(answer.body.encode())
     pts = result.as_numpy("pts")
     assert pts.dtype == np.float64 and pts.tolist() == pytest.approx([n / 30 for n in range(5)], abs=1e-3)
@@ -213,7 +213,21 @@ def test_video_loadgen_oip_bodies_decode_to_the_frames_of_its_http_bodies(fmt, c
     header, data = oip_request(payload.body, payload.content_type, payload.headers)
     headers = {oip.HEADER_LENGTH: str(len(header)), **{k.lower(): v for k, v in payload.headers.items()}}
     got = _decode(bytearray(header + data), headers)
-    want = decode(payload.body, payload.content_type, {k.lower(): v for k, v in payload.headers.items()}, CONFIG)
+    want = decode(payload.body, payload.content_type, Meta.parse({k.lower(): v for k, v in payload.headers.items()}),
+                  CONFIG)
     assert len(got.frames) == len(want.frames) == clip
     assert all(np.array_equal(a, b) for a, b in zip(got.frames, want.frames))
     assert got.pts == want.pts
+
+
+def test_a_json_request_that_carries_a_stale_header_length_is_read_whole():
+    # tritonclient's infer(headers=h) writes Inference-Header-Content-Length into h: a client
+    # reusing h sends its last binary request's length with its next JSON-only one.
+    _, binary_headers = _body(_tensor("frames", FRAME, "UINT8"))
+    json_body, json_headers = _body(_tensor("frames", FRAME, "UINT8", binary=False))
+    assert json_headers == {} and int(binary_headers[oip.HEADER_LENGTH]) < len(json_body)
+    [frame] = _frames(json_body, binary_headers)
+    assert np.array_equal(frame, FRAME)
+    broken = bytearray(json_body[:-1])  # not JSON whole either: the length's error stands
+    with pytest.raises(oip.BadInferenceRequest, match="not JSON"):
+        _decode(broken, binary_headers)

@@ -9,10 +9,11 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from handler.clip import Request
 from handler.config import HandlerConfig
 from handler.models import fixed_batch_cnn, frame_quality
-from handler.pipeline import Pipeline, Request
 from tests import support
+from tests.support import Answering
 
 QUALITY = HandlerConfig.from_mapping({"model_max_batch": 16, "pass_sizes": True})
 
@@ -23,7 +24,7 @@ def quality_model():
 
 
 def _npy_request(pixels, frame_id):
-    return Request(support.npy(pixels), "application/x-npy", {"x-frame-id": str(frame_id)})
+    return support.request(support.npy(pixels), "application/x-npy", {"x-frame-id": str(frame_id)})
 
 
 def _noise(h, w, seed):
@@ -43,8 +44,8 @@ def test_any_batch_size_and_resolution_mix_is_answered_in_order_with_exact_value
     requests = [_npy_request(f, i) for i, f in enumerate(frames)]
     bad = data.draw(st.integers(-1, len(requests) - 1), label="bad index")
     if bad >= 0:
-        requests[bad] = Request(b"\x93NUMPY broken", "application/x-npy", {"x-frame-id": str(bad)})
-    responses, stats = Pipeline(quality_model, QUALITY).run(requests)
+        requests[bad] = support.request(b"\x93NUMPY broken", "application/x-npy", {"x-frame-id": str(bad)})
+    responses, stats = Answering(quality_model, QUALITY).run(requests)
     assert len(responses) == len(requests)
     for i, (response, pixels) in enumerate(zip(responses, frames)):
         body = json.loads(response.body)
@@ -77,7 +78,7 @@ class CountingModel:
 def test_a_burst_larger_than_the_model_batch_runs_in_chunks(quality_model):
     model = CountingModel(quality_model)
     frames = [support.frame(72, 128, i) for i in range(32)]
-    responses, _ = Pipeline(model, QUALITY).run([_npy_request(f, i) for i, f in enumerate(frames)])
+    responses, _ = Answering(model, QUALITY).run([_npy_request(f, i) for i, f in enumerate(frames)])
     assert [r.status for r in responses] == [200] * 32
     assert model.batches == [16, 16]
 
@@ -86,7 +87,7 @@ def test_mixed_resolutions_are_grouped_by_bucket(quality_model):
     model = CountingModel(quality_model)
     shapes = [(480, 640), (720, 1280), (481, 641), (720, 1280), (97, 33)]
     frames = [support.frame(h, w, i) for i, (h, w) in enumerate(shapes)]
-    responses, stats = Pipeline(model, QUALITY).run([_npy_request(f, i) for i, f in enumerate(frames)])
+    responses, stats = Answering(model, QUALITY).run([_npy_request(f, i) for i, f in enumerate(frames)])
     assert [r.status for r in responses] == [200] * 5
     assert sorted(model.batches) == [1, 1, 1, 2]  # 480x640 and 481x641 differ in the 32-bucket
     for response, pixels in zip(responses, frames):
@@ -96,7 +97,7 @@ def test_mixed_resolutions_are_grouped_by_bucket(quality_model):
 
 def test_out_of_memory_halves_the_chunk_and_remembers(quality_model):
     model = CountingModel(quality_model, oom_above=4)
-    pipeline = Pipeline(model, QUALITY)
+    pipeline = Answering(model, QUALITY)
     frames = [support.frame(64, 64, i) for i in range(16)]
     responses, stats = pipeline.run([_npy_request(f, i) for i, f in enumerate(frames)])
     assert [r.status for r in responses] == [200] * 16
@@ -111,13 +112,13 @@ def test_out_of_memory_halves_the_chunk_and_remembers(quality_model):
 def test_a_frame_that_never_fits_gets_507_alone(quality_model):
     model = CountingModel(quality_model, oom_above=0)
     requests = [_npy_request(support.frame(32, 32, i), i) for i in range(3)]
-    requests.append(Request(b"", "image/png"))
-    responses, stats = Pipeline(model, QUALITY).run(requests)
+    requests.append(support.request(b"", "image/png"))
+    responses, stats = Answering(model, QUALITY).run(requests)
     assert [r.status for r in responses] == [507, 507, 507, 400]
     assert json.loads(responses[0].body)["type"] == "DeviceOutOfMemory"
     assert stats.rejected == {"oom": 3, "bad_input": 1}
     clip = np.stack([support.frame(32, 32, i) for i in range(3)])
-    [response], stats = Pipeline(model, QUALITY).run([Request(support.npy(clip), "application/x-npy")])
+    [response], stats = Answering(model, QUALITY).run([support.request(support.npy(clip), "application/x-npy")])
     assert response.status == 507 and stats.frames == 3 and stats.rejected == {"oom": 3}
 
 
@@ -126,7 +127,7 @@ def test_memory_budget_caps_the_chunk(quality_model):
     config = HandlerConfig.from_mapping(
         {"pass_sizes": True, "memory_budget_bytes": 3 * 64 * 64 * 64, "bytes_per_pixel": 64})
     frames = [support.frame(64, 64, i) for i in range(7)]
-    responses, _ = Pipeline(model, config).run([_npy_request(f, i) for i, f in enumerate(frames)])
+    responses, _ = Answering(model, config).run([_npy_request(f, i) for i, f in enumerate(frames)])
     assert [r.status for r in responses] == [200] * 7
     assert model.batches == [3, 3, 1]
 
@@ -136,9 +137,9 @@ def test_a_batch_of_large_clips_is_served_in_waves_under_max_batch_pixels(qualit
     config = HandlerConfig.from_mapping({"pass_sizes": True, "max_width": 64, "max_height": 64,
                                          "max_clip_pixels": 2 * 64 * 64, "max_batch_pixels": 3 * 64 * 64})
     clips = [np.stack([support.frame(64, 64, 2 * i), support.frame(64, 64, 2 * i + 1)]) for i in range(3)]
-    requests = [Request(support.npy(clip), "application/x-npy") for clip in clips]
-    requests.insert(1, Request(b"", "image/png"))  # an error holds no pixels and keeps its place
-    responses, stats = Pipeline(model, config).run(requests)
+    requests = [support.request(support.npy(clip), "application/x-npy") for clip in clips]
+    requests.insert(1, support.request(b"", "image/png"))  # an error holds no pixels and keeps its place
+    responses, stats = Answering(model, config).run(requests)
     assert [r.status for r in responses] == [200, 400, 200, 200]
     # Two clips of 2 frames exceed 3 frames' worth: each clip is its own wave and forward.
     assert model.batches == [2, 2, 2] and stats.frames == 7 and stats.chunks == 3
@@ -149,7 +150,7 @@ def test_a_batch_of_large_clips_is_served_in_waves_under_max_batch_pixels(qualit
     wide = HandlerConfig.from_mapping({"pass_sizes": True, "max_width": 64, "max_height": 64,
                                        "max_clip_pixels": 2 * 64 * 64})
     model.batches = []
-    Pipeline(model, wide).run(requests)
+    Answering(model, wide).run(requests)
     assert model.batches == [6]
 
 
@@ -157,17 +158,17 @@ def test_a_served_wave_is_released_before_more_clips_are_decoded(quality_model):
     config = HandlerConfig.from_mapping({"pass_sizes": True, "max_width": 64, "max_height": 64,
                                          "max_clip_pixels": 2 * 64 * 64, "max_batch_pixels": 3 * 64 * 64})
     clips = [np.stack([support.frame(64, 64, 2 * i), support.frame(64, 64, 2 * i + 1)]) for i in range(5)]
-    requests = [Request(support.npy(clip), "application/x-npy") for clip in clips]
+    requests = [support.request(support.npy(clip), "application/x-npy") for clip in clips]
     decoded, alive_at_submit = {}, {}  # by request position
 
-    class Watched(Pipeline):
-        def _decode(self, request, started):
-            clip = super()._decode(request, started)
-            decoded[requests.index(request)] = [weakref.ref(f) for f in clip.frames]
-            return clip
+    pipeline = Answering(quality_model, config)
+    waves = pipeline._waves
+    decode, submit = waves._decode, waves._pool.submit
 
-    pipeline = Watched(quality_model, config)
-    submit = pipeline._decoders.submit
+    def watched_decode(request, started):
+        clip = decode(request, started)
+        decoded[requests.index(request)] = [weakref.ref(f) for f in clip.frames]
+        return clip
 
     def watched_submit(fn, *args):  # runs on the batch's thread, where the waves are held
         if args and isinstance(args[0], Request):
@@ -176,7 +177,8 @@ def test_a_served_wave_is_released_before_more_clips_are_decoded(quality_model):
                 p for p, refs in decoded.items() if any(r() is not None for r in refs)}
         return submit(fn, *args)
 
-    pipeline._decoders.submit = watched_submit
+    waves._decode = watched_decode
+    waves._pool.submit = watched_submit
     responses, _ = pipeline.run(requests)
     assert [r.status for r in responses] == [200] * 5
     # Each clip is its own wave; decoding runs decode_threads (2) ahead. The last clip is
@@ -187,13 +189,13 @@ def test_a_served_wave_is_released_before_more_clips_are_decoded(quality_model):
 def test_stale_frames_get_504_without_model_time(quality_model):
     model = CountingModel(quality_model)
     config = HandlerConfig.from_mapping({"pass_sizes": True, "max_frame_age_ms": 200})
-    pipeline = Pipeline(model, config, clock=lambda: 1000.0)
+    pipeline = Answering(model, config, clock=lambda: 1000.0)
     body = support.npy(support.frame(16, 16))
     requests = [
-        Request(body, "application/x-npy", {"x-capture-time": "999.5"}),
-        Request(body, "application/x-npy", {"x-capture-time": "999.9"}),
-        Request(body, "application/x-npy", {"x-capture-time": "yesterday"}),
-        Request(body, "application/x-npy"),
+        support.request(body, "application/x-npy", {"x-capture-time": "999.5"}),
+        support.request(body, "application/x-npy", {"x-capture-time": "999.9"}),
+        support.request(body, "application/x-npy", {"x-capture-time": "yesterday"}),
+        support.request(body, "application/x-npy"),
     ]
     responses, stats = pipeline.run(requests)
     assert [r.status for r in responses] == [504, 200, 400, 200]
@@ -210,7 +212,7 @@ def test_a_model_error_fails_only_its_chunk(quality_model):
         return quality_model(x, sizes)
 
     requests = [_npy_request(support.frame(64, 64), 0), _npy_request(support.frame(128, 128), 1)]
-    responses, stats = Pipeline(model, QUALITY).run(requests)
+    responses, stats = Answering(model, QUALITY).run(requests)
     assert [r.status for r in responses] == [200, 500]
     assert stats.rejected == {"internal": 1}
 
@@ -229,9 +231,9 @@ def test_static_batch_pads_chunks_and_drops_padded_rows(static_engine):
     config = HandlerConfig.from_mapping({
         "static_batch": 16, "resize": "letterbox", "input_size": [128, 128], "output_names": ["scores"]})
     model = CountingModel(static_engine)
-    pipeline = Pipeline(model, config)
+    pipeline = Answering(model, config)
     clip = np.stack([support.frame(240, 320, i) for i in range(20)])
-    [response], stats = pipeline.run([Request(support.npy(clip), "application/x-npy")])
+    [response], stats = pipeline.run([support.request(support.npy(clip), "application/x-npy")])
     assert response.status == 200 and model.batches == [16, 16]
     together = json.loads(response.body)["frames"]
     assert len(together) == 20 and all(len(f["outputs"]["scores"]) == 10 for f in together)
@@ -254,14 +256,14 @@ def test_static_batch_pads_chunks_and_drops_padded_rows(static_engine):
 def test_output_naming(raw, names, expected):
     config = HandlerConfig.from_mapping({"size_divisor": 4, **({} if names is None else {"output_names": names})})
     pixels = np.broadcast_to(np.array([1, 2, 3], np.uint8), (4, 4, 3)).copy()
-    [response], _ = Pipeline(raw, config).run([_npy_request(pixels, 0)])
+    [response], _ = Answering(raw, config).run([_npy_request(pixels, 0)])
     assert response.status == 200
     assert json.loads(response.body)["frames"][0]["outputs"] == expected
 
 
 def test_output_names_that_do_not_match_the_model_fail_its_chunk_only():
     config = HandlerConfig.from_mapping({"output_names": ["a", "b", "c"]})
-    responses, stats = Pipeline(lambda x: (x.mean(), x.sum()), config).run([_npy_request(support.frame(8, 8), 0)])
+    responses, stats = Answering(lambda x: (x.mean(), x.sum()), config).run([_npy_request(support.frame(8, 8), 0)])
     assert [r.status for r in responses] == [500] and stats.rejected == {"internal": 1}
 
 
@@ -273,17 +275,17 @@ def test_dense_outputs_lists_the_maps_to_crop_and_keeps_the_rest_whole():
 
     pixels = np.arange(6 * 6 * 3, dtype=np.uint8).reshape(6, 6, 3)  # in an 8x8 slot
     config = HandlerConfig.from_mapping({"size_divisor": 8, "dense_outputs": ["mask"]})
-    [response], _ = Pipeline(model, config).run([_npy_request(pixels, 0)])
+    [response], _ = Answering(model, config).run([_npy_request(pixels, 0)])
     outputs = json.loads(response.body)["frames"][0]["outputs"]
     assert outputs["mask"] == pixels[::2, ::2, 0].astype(float).tolist()  # 3x3 of the 4x4 map
     assert outputs["corners"] == [[1.0, 2.0], [3.0, 4.0]]
-    [response], _ = Pipeline(model, HandlerConfig.from_mapping({"size_divisor": 8})).run([_npy_request(pixels, 0)])
+    [response], _ = Answering(model, HandlerConfig.from_mapping({"size_divisor": 8})).run([_npy_request(pixels, 0)])
     assert json.loads(response.body)["frames"][0]["outputs"]["corners"] == [[1.0, 2.0], [3.0, 4.0]]
     small = support.frame(2, 2, 1)  # `auto` takes the corners for a stride-4 map and cuts them to [[1.0]]
-    [response], _ = Pipeline(model, HandlerConfig.from_mapping({"size_divisor": 8})).run([_npy_request(small, 0)])
+    [response], _ = Answering(model, HandlerConfig.from_mapping({"size_divisor": 8})).run([_npy_request(small, 0)])
     assert json.loads(response.body)["frames"][0]["outputs"]["corners"] == [[1.0]]
     listed = HandlerConfig.from_mapping({"size_divisor": 8, "dense_outputs": ["mask", "rgb"]})  # [N, 3]
-    responses, stats = Pipeline(model, listed).run([_npy_request(pixels, 0)])
+    responses, stats = Answering(model, listed).run([_npy_request(pixels, 0)])
     assert [r.status for r in responses] == [500] and stats.rejected == {"internal": 1}
 
 
@@ -294,7 +296,7 @@ def test_a_model_returning_nan_or_inf_answers_valid_json_with_null():
         return {"nan": nan, "inf": torch.full((n,), math.inf), "mixed": torch.tensor([[1.0, -math.inf]] * n),
                 "fine": torch.ones(n)}
 
-    [response], _ = Pipeline(model, HandlerConfig()).run([_npy_request(support.frame(8, 8), 0)])
+    [response], _ = Answering(model, HandlerConfig()).run([_npy_request(support.frame(8, 8), 0)])
     assert response.status == 200
     assert "NaN" not in response.body and "Infinity" not in response.body
     outputs = json.loads(response.body)["frames"][0]["outputs"]
@@ -319,12 +321,12 @@ def test_frame_quality_reads_only_each_frames_own_area(quality_model, width, mem
 
 
 def test_with_uint8_staging_jpeg_is_decoded_in_its_slot_and_a_broken_one_fails_alone(quality_model):
-    pipeline = Pipeline(quality_model, QUALITY)
-    pipeline._staging.dtype = torch.uint8  # as on CUDA: frames travel to the device as uint8
+    pipeline = Answering(quality_model, QUALITY)
+    pipeline._chunks._staging.dtype = torch.uint8  # as on CUDA: frames travel to the device as uint8
     full = support.jpeg(support.frame(72, 128, 1))  # as wide as its 96x128 slot: decoded in place
     narrow = support.jpeg(support.frame(72, 100, 2))  # narrower than the slot: decoded, then copied
     broken = full[: len(full) // 2]  # its header is fine: the damage shows while collating
-    responses, stats = pipeline.run([Request(b, "image/jpeg", {}) for b in (full, broken, narrow)])
+    responses, stats = pipeline.run([support.request(b, "image/jpeg", {}) for b in (full, broken, narrow)])
     assert [r.status for r in responses] == [200, 400, 200]
     assert json.loads(responses[1].body)["type"] == "CorruptFrame"
     assert stats.chunks == 1 and stats.rejected == {"bad_input": 1}

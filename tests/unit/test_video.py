@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from handler import video
+from handler.clip import Meta
 from handler.config import HandlerConfig
 from handler.errors import (
     BadHeader,
@@ -37,7 +38,7 @@ def _codec(container: str) -> str:
 
 def _decode(body: bytes, container: str, headers: dict | None = None,
             config: HandlerConfig = CONFIG):
-    return decode(body, videos.CONTENT_TYPES[container], headers or {}, config)
+    return decode(body, videos.CONTENT_TYPES[container], Meta.parse(headers or {}), config)
 
 
 @pytest.mark.parametrize("container", sorted(FORMATS))
@@ -83,7 +84,7 @@ def test_the_format_is_found_from_the_bytes_without_a_content_type():
     for container, fmt in FORMATS.items():
         body = videos.segment(container, codec=_codec(container), frames=3)
         assert sniff(body) is fmt
-        assert len(decode(body, None, {}, CONFIG).frames) == 3
+        assert len(decode(body, None, Meta(), CONFIG).frames) == 3
 
 
 def _kept(count: int, source_fps: float, fps: float) -> list[int]:
@@ -261,7 +262,7 @@ def test_a_segment_that_starts_without_a_key_frame_is_corrupt():
 ])
 def test_a_body_that_is_not_what_its_type_claims_is_corrupt(body, content_type):
     with pytest.raises(CorruptFrame):
-        decode(body(), content_type, {}, CONFIG)
+        decode(body(), content_type, Meta(), CONFIG)
 
 
 @pytest.mark.parametrize(("body", "content_type"), [
@@ -271,7 +272,7 @@ def test_a_body_that_is_not_what_its_type_claims_is_corrupt(body, content_type):
 ])
 def test_a_zero_length_stream_is_empty(body, content_type):
     with pytest.raises(EmptyFrame):
-        decode(body(), content_type, {}, CONFIG)
+        decode(body(), content_type, Meta(), CONFIG)
 
 
 # --- configuration --------------------------------------------------------------------------
@@ -320,7 +321,7 @@ def test_loadgen_segments_are_a_moving_camera_the_ffmpeg_cli_decodes(fmt, contai
     assert reference.shape == (6, 180, 320, 3)
     assert all((a != b).any() for a, b in itertools.pairwise(reference))  # the camera pans
     assert [p[2] for p in videos.packets(payload.body, container)] == [True] + [False] * 5
-    clip = decode(payload.body, payload.content_type, {}, CONFIG)
+    clip = decode(payload.body, payload.content_type, Meta(), CONFIG)
     assert clip.pts == pytest.approx([i / 30 for i in range(6)])
     for got, want in zip(clip.frames, reference):
         assert abs(got.astype(int) - want.astype(int)).max() <= 2

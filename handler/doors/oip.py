@@ -12,13 +12,15 @@ frame or clip:
 
 `parse` splits a body into its JSON header and binary data (cheap: TorchServe already parsed a
 JSON body, and a binary request's header is small); `decode` builds the frames, in the decode
-threads. The answer's encoding lives in `handler.encode`.
+threads; `answer` stacks each model output over the frames.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
+import numbers
 import struct
 import zlib
 from collections.abc import Mapping
@@ -28,28 +30,29 @@ from typing import Any
 
 import numpy as np
 
+from handler.clip import Clip, FrameResult, Meta, Outcome, Request
 from handler.config import HandlerConfig
-from handler.errors import (
-    ClipTooLarge,
-    CorruptFrame,
-    EmptyFrame,
-    FrameError,
-    FrameTooLarge,
-    UnsupportedContentType,
-)
-from handler.frames import Clip, check_clip, decode_clip, pixel_layout
+from handler.doors.wire import Headers, Response
+from handler.errors import CorruptFrame, EmptyFrame, FrameError, FrameTooLarge, UnsupportedContentType
+from handler.formats import media_type
 from handler.frames import decode as decode_body
+from handler.frames import decode_clip, pixel_layout
+from handler.limits import Limits
 from handler.video import is_segment
+
+logger = logging.getLogger(__name__)
 
 HEADER_LENGTH = "inference-header-content-length"
 _HEADER_MAX = 1 << 20  # a JSON header with binary tensors holds no data: 1 MiB is plenty
 _LENGTH = struct.Struct("<I")
-# Largest decompressed body: above the largest request the shipped config admits (200 MiB).
-INFLATED_MAX = 256 << 20
 
 
 class BadInferenceRequest(FrameError):
     """The Open Inference Protocol request is malformed (JSON, inputs, shape or data size)."""
+
+
+class NotStackable(FrameError):
+    """An output's per-frame values differ in shape, so they make no OIP tensor."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +66,10 @@ class InferRequest:
 
     header: Mapping[str, Any]
     binary: memoryview
+    model: str = ""
+
+    def decode(self, config: HandlerConfig, meta: Meta, lazy: bool) -> Clip:
+        return decode(self, meta, config)
 
     @property
     def id(self) -> str | None:
@@ -79,7 +86,39 @@ class InferRequest:
         return tuple(str(o.get("name"))[:256] for o in asked if isinstance(o, dict))
 
 
-def parse(body: object, headers: Mapping[str, str], max_inflated: int = INFLATED_MAX) -> InferRequest:
+def accepts(item: Mapping[str, object], headers: Mapping[str, object]) -> bool:
+    """Whether an item came through `/v2/models/{m}/infer`: binary tensors announce their JSON
+    header's length; a JSON body is OIP unless it came to `/predictions`, which TorchServe marks
+    with a `url_path` header (gRPC has no headers, a multipart form is the native door's)."""
+    request = Headers.of(headers).request
+    if media_type(request.get("content-type")) == "multipart/form-data":
+        return False
+    if HEADER_LENGTH in request:
+        return True
+    if "url_path" in request or not request:
+        return False
+    body = item.get("body")
+    if isinstance(body, Mapping):
+        return True
+    return isinstance(body, (bytes, bytearray)) and bytes(body[:64]).lstrip()[:1] == b"{"
+
+
+def read(item: Mapping[str, object], headers: Mapping[str, object], model: str,
+         config: HandlerConfig) -> Request:
+    """An OIP item -> the core's Request (its source the parsed `InferRequest`).
+
+    A compressed body inflates to at most one clip's pixels (plus its JSON header).
+    """
+    request_headers = Headers.of(headers).request
+    meta = Meta.parse(request_headers)
+    try:
+        parsed = parse(item.get("body"), request_headers, 3 * config.max_clip_pixels + _HEADER_MAX, model)
+    except FrameError as err:
+        return Request(None, meta, refused=err)
+    return Request(parsed, meta)
+
+
+def parse(body: object, headers: Mapping[str, str], max_inflated: int, model: str = "") -> InferRequest:
     """Splits a request body: JSON header (a dict TorchServe already parsed, or the first
     `Inference-Header-Content-Length` bytes, or the whole body) and binary data. Reads a
     gzip or deflate `Content-Encoding` (tritonclient's `request_compression_algorithm`), inflated
@@ -91,15 +130,15 @@ def parse(body: object, headers: Mapping[str, str], max_inflated: int = INFLATED
     encoding = headers.get("content-encoding", "").strip().lower()
     if encoding in ("gzip", "deflate") and isinstance(body, (bytes, bytearray)):
         body = _inflate(body, encoding, max_inflated)
-    return InferRequest(*_split(body, headers))
+    return InferRequest(*_split(body, headers), model)
 
 
-def decode(request: InferRequest, headers: Mapping[str, str], config: HandlerConfig) -> Clip:
+def decode(request: InferRequest, meta: Meta, config: HandlerConfig) -> Clip:
     """The frames of an OIP request's first input.
 
     Args:
         request: the parsed request.
-        headers: request headers, names in lower case.
+        meta: what the request's headers say.
         config: the limits to enforce.
 
     Raises:
@@ -109,9 +148,9 @@ def decode(request: InferRequest, headers: Mapping[str, str], config: HandlerCon
     datatype = tensor["datatype"]
     shape = tensor["shape"]
     if datatype == "UINT8":
-        return Clip(_pixels(shape, data, config))
+        return Clip(_pixels(shape, data, Limits.of(config)))
     if datatype == "BYTES":
-        return _encoded(shape, data, headers, config)
+        return _encoded(shape, data, meta, config)
     raise UnsupportedContentType(
         f"input datatype {datatype[:16]!r} is not supported: send UINT8 pixels of shape [H, W, 3], "
         "[H, W] or [N, H, W, 3], or BYTES [N] of encoded images or one video segment"
@@ -131,7 +170,13 @@ def _inflate(body: bytes | bytearray, encoding: str, limit: int) -> bytes:
 
 
 def _split(body: object, headers: Mapping[str, str]) -> tuple[dict[str, Any], memoryview]:
-    """`(JSON header, binary tensors)`."""
+    """`(JSON header, binary tensors)`.
+
+    A JSON-only body that still carries an `Inference-Header-Content-Length` is read whole:
+    `tritonclient.http`'s `infer(headers=h)` writes that header into the caller's dict `h`, so
+    a client that reuses one headers dict sends the length of its last binary request with its
+    next JSON one. The length is trusted only where it cuts the body into valid JSON.
+    """
     if isinstance(body, Mapping):
         return dict(body), memoryview(b"")
     if not isinstance(body, (bytes, bytearray)):
@@ -142,13 +187,35 @@ def _split(body: object, headers: Mapping[str, str]) -> tuple[dict[str, Any], me
     length = headers.get(HEADER_LENGTH)
     if length is None:
         return _json(view), memoryview(b"")
+    try:
+        cut = _header_length(length, len(body))
+        return _json(view[:cut]), view[cut:]
+    except BadInferenceRequest:
+        whole = _whole_json(view)
+        if whole is None:
+            raise
+        logger.debug("Inference-Header-Content-Length %s on a JSON-only body: read whole", length[:32])
+        return whole, memoryview(b"")
+
+
+def _header_length(length: str, size: int) -> int:
     length = length.strip()
-    if not (length.isascii() and length.isdigit()) or not 0 < int(length) <= min(len(body), _HEADER_MAX):
+    if not (length.isascii() and length.isdigit()) or not 0 < int(length) <= min(size, _HEADER_MAX):
         raise BadInferenceRequest(
             f"Inference-Header-Content-Length {length[:32]!r} is not a length within the "
-            f"{len(body)}-byte body"
+            f"{size}-byte body"
         )
-    return _json(view[: int(length)]), view[int(length):]
+    return int(length)
+
+
+def _whole_json(view: memoryview) -> dict[str, Any] | None:
+    """The body as one JSON object when it is one (a JSON-only request), else None."""
+    if bytes(view[:64]).lstrip()[:1] != b"{" or bytes(view[-64:]).rstrip()[-1:] != b"}":
+        return None
+    try:
+        return _json(view)
+    except BadInferenceRequest:
+        return None
 
 
 def _json(view: memoryview) -> dict[str, Any]:
@@ -194,7 +261,7 @@ def _binary_size(tensor: Mapping[str, Any]) -> int | None:
     return size
 
 
-def _pixels(shape: list[int], data: object, config: HandlerConfig) -> list[np.ndarray]:
+def _pixels(shape: list[int], data: object, limits: Limits) -> list[np.ndarray]:
     """UINT8 `[H, W, 3]`, `[H, W]` or `[N, H, W, 3]` -> frames `[H, W, 3]` (views when binary)."""
     layout = pixel_layout(shape)
     if layout is None:
@@ -202,7 +269,7 @@ def _pixels(shape: list[int], data: object, config: HandlerConfig) -> list[np.nd
             f"UINT8 input shape {shape[:8]} is not supported: send [H, W, 3], [H, W] or [N, H, W, 3]"
         )
     clip, height, width = layout
-    check_clip(clip, height, width, config)  # before anything of that size exists
+    limits.clip(clip, height, width)  # before anything of that size exists
     expected = math.prod(shape)
     if isinstance(data, memoryview):
         if len(data) != expected:
@@ -232,30 +299,28 @@ def _json_pixels(data: object, shape: list[int], expected: int) -> np.ndarray:
     return array.astype(np.uint8).reshape(-1)
 
 
-def _encoded(shape: list[int], data: object, headers: Mapping[str, str], config: HandlerConfig) -> Clip:
+def _encoded(shape: list[int], data: object, meta: Meta, config: HandlerConfig) -> Clip:
     """BYTES `[N]`: N encoded images, or one video segment, each decoded like a request body."""
     count = math.prod(shape)
     if count == 0:
         raise EmptyFrame(f"BYTES input of shape {shape} holds no element")
-    if count > config.max_clip_frames:
-        raise ClipTooLarge(f"BYTES input of {count} elements is above the maximum "
-                           f"{config.max_clip_frames} frames per clip")
+    Limits.of(config).parts(count, f"BYTES input of {count} elements")
     elements = _elements(data, count)
     if count == 1:
-        return decode_body(elements[0], None, headers, config)
+        return decode_body(elements[0], None, meta, config)
     segments = [index for index, element in enumerate(elements) if is_segment(element)]
     if segments:
         raise BadInferenceRequest(
             f"BYTES input of {count} elements holds a video segment (element {segments[0]}): send "
             "a segment alone, as BYTES of shape [1], or several encoded images (JPEG, PNG, npy)"
         )
-    return decode_clip([partial(_element, i, e, headers, config) for i, e in enumerate(elements)],
+    return decode_clip([partial(_element, i, e, meta, config) for i, e in enumerate(elements)],
                        config, f"BYTES input of {count} elements")
 
 
-def _element(index: int, element: bytes, headers: Mapping[str, str], config: HandlerConfig) -> Clip:
+def _element(index: int, element: bytes, meta: Meta, config: HandlerConfig) -> Clip:
     try:
-        return decode_body(element, None, headers, config)
+        return decode_body(element, None, meta, config)
     except FrameError as err:
         raise type(err)(f"BYTES element {index}: {err}") from None
 
@@ -284,3 +349,74 @@ def _elements(data: object, count: int) -> list[bytes]:
     if len(elements) != count:
         raise BadInferenceRequest(f"BYTES input declares {count} elements, its data holds {len(elements)}")
     return elements
+
+
+def answer(request: Request, outcome: Outcome) -> Response:
+    """200 with one FP32 (INT64 for integers) output per model output (or per output asked for),
+    stacked over the frames (`[N]` numbers, `[N, K]` vectors), for a video segment `pts` (FP64
+    `[N]`, seconds), and the request's `id`; 400 when they do not stack; or the error's answer."""
+    if isinstance(outcome, FrameError):
+        return refuse(request, outcome)
+    parsed = request.source if isinstance(request.source, InferRequest) else None
+    model_outputs = list(outcome[0].outputs) if outcome else []
+    # A segment's frames carry their pts: one more output, FP64 seconds (a model output of that
+    # name wins).
+    with_pts = bool(outcome) and outcome[0].pts is not None and "pts" not in model_outputs
+    available = [*model_outputs, "pts"] if with_pts else model_outputs
+    names = (parsed.outputs if parsed is not None else None) or available
+    missing = [name for name in names if name not in available]
+    if missing:
+        return refuse(request, BadInferenceRequest(f"outputs {missing[:8]} were asked for; this model has {available}"))
+    try:
+        outputs = [_tensor(name, [f.outputs[name] for f in outcome]) if name in model_outputs
+                   else _pts(outcome) for name in names]
+    except NotStackable as err:
+        return refuse(request, err)
+    body: dict[str, Any] = {"model_name": parsed.model if parsed is not None else "", "outputs": outputs}
+    if parsed is not None and parsed.id is not None:
+        body["id"] = parsed.id
+    return Response(200, "OK", json.dumps(body))
+
+
+def refuse(request: Request, err: FrameError) -> Response:
+    """The error's status, body `{"error": "<type>: <message>"}`."""
+    return Response(err.status, err.kind, json.dumps({"error": f"{err.kind}: {err}"}))
+
+
+def _pts(frames: list[FrameResult]) -> dict[str, Any]:
+    return {"name": "pts", "datatype": "FP64", "shape": [len(frames)], "data": [f.pts for f in frames]}
+
+
+def _tensor(name: str, values: list[Any]) -> dict[str, Any]:
+    """One OIP output: `values` (one per frame) stacked, shape `[N, ...]`, data row-major."""
+    shape = [len(values), *_shape(values[0], name)]
+    data: list[Any] = []
+    for value in values:
+        if _shape(value, name) != shape[1:]:
+            raise NotStackable(
+                f"output {name!r} has per-frame shapes {_shape(values[0], name)} and "
+                f"{_shape(value, name)}, which make no tensor: send these frames to /predictions"
+            )
+        _flatten(value, data)
+    integers = all(isinstance(v, int) and not isinstance(v, bool) for v in data)
+    # NaN and inf are already null (JSON has no NaN); tritonclient reads a null FP32 as NaN.
+    return {"name": name, "datatype": "INT64" if integers and data else "FP32", "shape": shape, "data": data}
+
+
+def _shape(value: Any, name: str) -> list[int]:
+    if value is None or isinstance(value, numbers.Real):  # None: a NaN or inf output
+        return []
+    if isinstance(value, list) and value:
+        inner = [_shape(item, name) for item in value]
+        if any(shape != inner[0] for shape in inner):
+            raise NotStackable(f"output {name!r} holds a ragged list")
+        return [len(value), *inner[0]]
+    raise NotStackable(f"output {name!r} holds a {type(value).__name__} value, not numbers")
+
+
+def _flatten(value: Any, out: list[Any]) -> None:
+    if isinstance(value, list):
+        for item in value:
+            _flatten(item, out)
+    else:
+        out.append(value)

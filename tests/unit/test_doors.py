@@ -1,16 +1,19 @@
-"""TorchServe's items and headers, as each entry point delivers them (docs/clients.md) -> Requests."""
+"""TorchServe's items and headers, as each entry point delivers them (docs/clients.md) -> the door
+that reads them and the core `Request` it builds."""
 
 import json
 
 import numpy as np
 import pytest
 
+from handler.clip import Request
 from handler.config import HandlerConfig
+from handler.doors import native, oip, route
+from handler.doors.native import BadForm
 from handler.errors import ClipTooLarge, CorruptFrame, EmptyFrame, FrameError, UnsupportedContentType
 from handler.models import frame_quality
-from handler.pipeline import Pipeline
-from handler.requests import BadForm, Protocol, Request, from_item
 from tests import support
+from tests.support import Answering
 
 CONFIG = HandlerConfig.from_mapping({"max_width": 1920, "max_height": 1080, "max_clip_frames": 4,
                                      "pass_sizes": True})
@@ -38,13 +41,22 @@ def _form(parts, fields=None, content_length=None):
     return item, headers
 
 
+def from_item(item, headers, model="frame_quality"):
+    """The Request TorchServe's item and header map become, through the door they pick."""
+    return route.read(item, headers, model, CONFIG)[1]
+
+
+def _door(item, headers):
+    return route.read(item, headers, "m", CONFIG)[0]
+
+
 def _frames(request):
     return [np.asarray(f) for f in request.decode(CONFIG).frames]
 
 
 def test_curl_t_idiom_without_content_type_is_found_from_the_bytes():
     request = from_item(*_http(JPEG, **{"X-Stream-Id": "cam-1"}))
-    assert request.protocol is Protocol.NATIVE and request.headers["x-stream-id"] == "cam-1"
+    assert _door(*_http(JPEG)) is native and request.meta.stream_id == "cam-1"
     [frame] = _frames(request)
     assert frame.shape == (48, 64, 3) and np.array_equal(frame, support.decoded(JPEG))
 
@@ -53,9 +65,8 @@ def test_multipart_parts_are_a_clip_in_sent_order_and_fields_are_headers():
     item, headers = _form([("second", PNG, "image/png"), ("first", JPEG, "application/octet-stream")],
                           {"stream_id": "cam-2", "frame_id": "9", "capture_time": "12.5"})
     request = from_item(item, headers)
-    assert [p.name for p in request.parts] == ["second", "first"]
-    assert {k: request.headers[k] for k in ("x-stream-id", "x-frame-id", "x-capture-time")} == {
-        "x-stream-id": "cam-2", "x-frame-id": "9", "x-capture-time": "12.5"}
+    assert [p.name for p in request.source.parts] == ["second", "first"]
+    assert (request.meta.stream_id, request.meta.frame_id, request.meta.capture_time) == ("cam-2", "9", 12.5)
     frames = _frames(request)
     assert np.array_equal(frames[0], support.decoded(PNG)) and np.array_equal(frames[1], support.decoded(JPEG))
 
@@ -91,24 +102,24 @@ def test_grpc_keys_are_headers_and_data_is_the_frame():
     item = {"data": bytearray(FRAME.tobytes()), "stream_id": bytearray(b"cam-3"), "frame_id": b"77",
             "frame_width": b"64", "frame_height": b"48", "pixel_format": b"rgb24",
             "content_type": b"application/octet-stream", "sample_fps": b"5"}
-    request = from_item(item, {k: {"content-type": ""} for k in item})
-    assert request.protocol is Protocol.NATIVE and request.content_type == "application/octet-stream"
-    assert {k: v for k, v in request.headers.items()} == {
-        "x-stream-id": "cam-3", "x-frame-id": "77", "x-frame-width": "64", "x-frame-height": "48",
-        "x-pixel-format": "rgb24", "x-sample-fps": "5"}
+    headers = {k: {"content-type": ""} for k in item}
+    request = from_item(item, headers)
+    assert _door(item, headers) is native and request.source.content_type == "application/octet-stream"
+    meta = request.meta
+    assert (meta.stream_id, meta.frame_id, meta.frame_size(), meta.pixel_format, meta.sample_fps) == (
+        "cam-3", "77", (48, 64), "rgb24", 5.0)
     [frame] = _frames(request)
     assert np.array_equal(frame, FRAME)
 
 
 def test_oip_is_told_apart_from_predictions():
-    oip_binary = from_item({"body": bytearray(b'{"inputs": []}')},
-                           {"body": {"content-type": ""}, "Inference-Header-Content-Length": "14"})
-    oip_json = from_item({"body": {"inputs": []}}, {"body": {"content-type": "application/json"},
-                                                      "Content-Type": "application/json"}, "m")
-    native_json = from_item(*_http(b'{"inputs": []}', **{"Content-Type": "application/json"}))
-    assert (oip_binary.protocol, oip_json.protocol, native_json.protocol) == (
-        Protocol.OIP, Protocol.OIP, Protocol.NATIVE)
-    assert oip_json.model == "m"
+    binary = ({"body": bytearray(b'{"inputs": []}')},
+              {"body": {"content-type": ""}, "Inference-Header-Content-Length": "14"})
+    json_body = ({"body": {"inputs": []}}, {"body": {"content-type": "application/json"},
+                                            "Content-Type": "application/json"})
+    native_json = _http(b'{"inputs": []}', **{"Content-Type": "application/json"})
+    assert (_door(*binary), _door(*json_body), _door(*native_json)) == (oip, oip, native)
+    assert from_item(*json_body, model="m").source.model == "m"
 
 
 def test_an_adapter_failure_is_this_request_s_500_only():
@@ -129,7 +140,7 @@ def test_every_door_answers_the_same_values_and_a_bad_one_spares_its_batch_mates
         from_item(grpc_item, {k: {"content-type": ""} for k in grpc_item}),
         from_item(*_form([("data", JPEG[:-300], "image/jpeg")], {"frame_id": "bad"})),
     ]
-    responses, _ = Pipeline(model, CONFIG).run(requests)
+    responses, _ = Answering(model, CONFIG).run(requests)
     bodies = [json.loads(r.body) for r in responses]
     assert [r.status for r in responses] == [200, 200, 200, 400]
     assert [b["frame_id"] for b in bodies] == ["http", "form", "grpc", "bad"]
@@ -139,9 +150,11 @@ def test_every_door_answers_the_same_values_and_a_bad_one_spares_its_batch_mates
     assert bodies[3]["type"] == "CorruptFrame"
 
 
-def test_request_defaults_are_the_native_protocol():
-    request = Request(JPEG, "image/jpeg")
-    assert request.protocol is Protocol.NATIVE and request.parts == () and request.refused is None
+def test_a_request_built_by_hand_is_a_body_with_no_metadata():
+    request = Request(native.Body(JPEG, "image/jpeg"))
+    assert request.refused is None and request.meta.ids == {"stream_id": None, "frame_id": None}
+    [frame] = _frames(request)
+    assert np.array_equal(frame, support.decoded(JPEG))
 
 
 def test_grpc_input_without_data_names_the_key_to_use():

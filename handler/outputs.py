@@ -1,0 +1,86 @@
+"""A chunk's model outputs: named, gathered on the device into one flat tensor per dtype (no host
+sync), brought back in one transfer each, and split into per-frame values by the layout."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from handler.clip import FrameResult
+from handler.layout import Layout, Placement
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    """Where one named output lies in the gathered flat tensors: `flat[group][offset:...]`."""
+
+    name: str
+    group: int
+    offset: int
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Gathered:
+    """A chunk's real output rows, still on the device: one flat tensor per output dtype."""
+
+    flat: list[torch.Tensor]
+    specs: list[_Spec]
+
+    def to_host(self) -> list[tuple[str, torch.Tensor]]:
+        """The named outputs on the host, in the model's order (one transfer per dtype; views)."""
+        host = [tensor.cpu() for tensor in self.flat]
+        return [(s.name, host[s.group][s.offset:s.offset + math.prod(s.shape)].view(s.shape))
+                for s in self.specs]
+
+
+def gather(raw: Any, names: tuple[str, ...] | None, placement: Placement, frames: int) -> Gathered:
+    """The model's outputs for the first `frames` rows (padded rows dropped), by dtype.
+
+    Raises:
+        ValueError, TypeError: the model's outputs do not have one row per input row.
+    """
+    groups: dict[torch.dtype, list[torch.Tensor]] = {}
+    specs: list[_Spec] = []
+    for name, tensor in named(raw, names).items():
+        if tensor.dim() == 0 or tensor.shape[0] != placement.rows:
+            rows = tensor.shape[0] if tensor.dim() else "no"
+            raise ValueError(f"model output {name!r} has {rows} rows for {placement.rows} inputs")
+        real = tensor.detach()[:frames]
+        group = groups.setdefault(real.dtype, [])
+        offset = sum(t.numel() for t in group)
+        specs.append(_Spec(name, list(groups).index(real.dtype), offset, tuple(real.shape)))
+        group.append(real.reshape(-1))
+    return Gathered([torch.cat(group) if len(group) > 1 else group[0] for group in groups.values()], specs)
+
+
+def per_frame(outputs: list[tuple[str, torch.Tensor]], placement: Placement, layout: Layout,
+              dense_outputs: tuple[str, ...] | None) -> list[FrameResult]:
+    """Each frame's result: its own size and every output's value for it (dense maps cropped).
+
+    Args:
+        dense_outputs: the outputs to crop as maps; None: by their shape (`dense_outputs: auto`).
+    """
+    results = [FrameResult(w, h) for h, w in placement.original]
+    for name, tensor in outputs:
+        dense = None if dense_outputs is None else name in dense_outputs
+        for result, value in zip(results, layout.unpad(tensor, placement, dense)):
+            result.outputs[name] = value
+    return results
+
+
+def named(raw: Any, names: tuple[str, ...] | None) -> dict[str, torch.Tensor]:
+    """The model's outputs by name: a dict as is, a tensor as `output`, a tuple by `names`."""
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    if isinstance(raw, torch.Tensor):
+        return {names[0] if names else "output": raw}
+    if isinstance(raw, (tuple, list)):
+        if names is not None and len(names) != len(raw):
+            raise ValueError(f"model returned {len(raw)} outputs but output_names has {len(names)}")
+        return dict(zip(names or [f"output_{i}" for i in range(len(raw))], raw))
+    raise TypeError(f"model returned {type(raw).__name__}; return a tensor, a tuple or a dict")
