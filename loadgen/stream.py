@@ -25,8 +25,8 @@ from pathlib import Path
 
 from loadgen.frames import FrameSource
 from loadgen.metrics import Record
-from loadgen.runner import Run, Target
 from loadgen.schedule import Arrival, Plan, arrivals
+from loadgen.target import Run, Target
 from tskeys import Key, is_grpc_invalid_key
 
 # gRPC codes TorchServe puts in an in-stream error's `status` -> the HTTP status it stands for.

@@ -1,4 +1,8 @@
-"""TorchServe's token keys: the one reader of `key_file.json`, and the rotator that keeps it valid."""
+"""TorchServe's token keys: the key a producer sends (re-read once when refused), and the rotator.
+
+Built on `tsutil`, whose `tsutil.keyfile` is the one reader of `key_file.json`; its names are
+re-exported here.
+"""
 
 from tskeys.keyfile import (
     Key,

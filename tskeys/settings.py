@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from tsutil import properties
+
 # TorchServe's own defaults (ConfigManager) for keys not in the file.
 DEFAULT_LIFETIME_MIN = 60.0
 DEFAULT_INFERENCE = "http://127.0.0.1:8080"
@@ -17,8 +19,6 @@ def read_properties(path: Path) -> dict[str, str]:
     Raises:
         OSError: the file cannot be read.
     """
-    from tsutil import properties
-
     return properties.read(Path(path))
 
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import requests
 
-from tskeys.keyfile import KeyFileError, read_key
 from tsutil import prom, properties
+from tsutil.keyfile import KeyFileError, read_key
 from tsutil.properties import SHIPPED
 
 PORT_OFFSET_ENV = "VIDEO_TS_PORT_OFFSET"
