@@ -3,8 +3,8 @@
 A source file is every file git tracks (or would track: untracked files that `.gitignore` does not
 exclude), except under `data/`, `model_store/`, `docs/` and `deploy/schemas/`. Without git (a
 tarball, a copy of the checkout), the tree is walked with the same exclusions and the ignored
-paths of `.gitignore` left out. The map lists each one as a line `- \\`path\\`: what it holds`,
-folders with a trailing `/`.
+paths of `.gitignore` left out. The map lists each one on a line that starts with `- ` and the
+path in backticks, then what it holds; folder paths end in `/`.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def source_folders(files: set[str]) -> set[str]:
 
 
 def map_entries(text: str) -> set[str]:
-    """The paths the map names, one per `- \\`path\\`` line."""
+    """The paths the map names: the backticked path opening each `- ` line."""
     return {m[1] for line in text.splitlines() if (m := ENTRY.match(line))}
 
 
