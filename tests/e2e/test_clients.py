@@ -233,6 +233,8 @@ def test_a_corrupt_frame_on_each_door_fails_alone_while_batch_mates_on_other_doo
 
 def _readme_snippets():
     section = (ROOT / "README.md").read_text().split("\n## Clients\n", 1)[1].split("\n## ", 1)[0]
+    clients = (ROOT / "docs" / "clients.md").read_text()  # the second multipart snippet, with `requests`
+    section += clients.split("\n## Multipart with `requests`\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```(bash|python)\n(.*?)```", section, re.DOTALL)
 
 

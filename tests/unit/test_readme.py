@@ -92,3 +92,21 @@ def test_the_table_parser_reads_what_the_readme_writes():
                                   "`pad`", "3840", "0.5")] == [None, None, False, 66355200, "pad", 3840, 0.5]
     rows = _settings_table()
     assert (rows["max_width"], rows["max_height"]) == ("3840", "2160")
+
+
+#: A newcomer reads the README in ten minutes; the rest lives in docs/ (issue 18).
+README_MAX_LINES = 250
+
+
+def test_the_readme_stays_short():
+    lines = len(README.read_text().splitlines())
+    assert lines <= README_MAX_LINES, (
+        f"README.md has {lines} lines, more than {README_MAX_LINES}: move a topic to its page under docs/ "
+        "and leave a line in the README's Documentation index")
+
+
+def test_every_docs_page_has_a_line_in_the_readme_index():
+    text = README.read_text()
+    index = text[text.index("\n## Documentation\n"):].split("\n## ", 2)[1]
+    missing = sorted(page.name for page in (ROOT / "docs").glob("*.md") if f"(docs/{page.name})" not in index)
+    assert not missing, f"README.md's Documentation index has no line for docs/{', docs/'.join(missing)}"
