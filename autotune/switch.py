@@ -33,7 +33,7 @@ class Setting:
 
 def version_for(current: str, setting: Setting) -> str:
     """The version name for `setting`, derived from the version it replaces."""
-    base = current.split(_MARK)[0]
+    base = current.split(_MARK, 1)[0]
     return f"{base}{_MARK}{setting.batch_size}x{setting.max_batch_delay_ms}"
 
 

@@ -25,6 +25,12 @@ Value = Any
 _ID_MAX = 256
 
 
+def letterbox_size(height: int, width: int, target: Size) -> Size:
+    """The (h, w) a frame takes inside `target` after an aspect-preserving resize."""
+    scale = min(target[0] / height, target[1] / width)
+    return max(1, min(target[0], round(height * scale))), max(1, min(target[1], round(width * scale)))
+
+
 class Deferred(Protocol):
     """A frame decoded on demand into the buffer it goes to (`handler.frames.DeferredJpeg`)."""
 

@@ -121,15 +121,15 @@ def _normalize(key: str, value: Any) -> Normalize:
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0:
         raise ConfigError(f"handler.normalize.scale = {scale!r}: use a positive number, e.g. 0.00392156 (1/255)")
     triples: dict[str, tuple[float, float, float]] = {}
-    for key, default in (("mean", 0.0), ("std", 1.0)):
-        triple = value.get(key, [default] * 3)
+    for name, default in (("mean", 0.0), ("std", 1.0)):
+        triple = value.get(name, [default] * 3)
         ok = isinstance(triple, list) and len(triple) == 3 and all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in triple
         )
-        if not ok or (key == "std" and min(triple) <= 0):
-            raise ConfigError(f"handler.normalize.{key} = {triple!r}: use three numbers (R, G, B)"
-                              + (", all positive" if key == "std" else ""))
-        triples[key] = (float(triple[0]), float(triple[1]), float(triple[2]))
+        if not ok or (name == "std" and min(triple) <= 0):
+            raise ConfigError(f"handler.{key}.{name} = {triple!r}: use three numbers (R, G, B)"
+                              + (", all positive" if name == "std" else ""))
+        triples[name] = (float(triple[0]), float(triple[1]), float(triple[2]))
     return Normalize(float(scale), triples["mean"], triples["std"])
 
 

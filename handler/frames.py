@@ -17,11 +17,10 @@ from numpy.lib import format as npy_format
 from PIL import Image, UnidentifiedImageError
 
 from handler import jpeg
-from handler.clip import Clip, Meta
+from handler.clip import Clip, Meta, letterbox_size
 from handler.config import HandlerConfig, Resize
 from handler.errors import CorruptFrame, EmptyFrame, FrameTooLarge, UnsupportedContentType
 from handler.formats import Format, media_type, resolve
-from handler.layout import letterbox_size
 from handler.limits import Limits
 from handler.video import decode_segment
 

@@ -23,19 +23,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from handler.clip import Frame, Size, Value
+from handler.clip import Frame, Size, Value, letterbox_size
 from handler.config import HandlerConfig, Resize
 
 
 def round_up(height: int, width: int, divisor: int) -> Size:
     """Rounds a frame size up to the size divisor, so few shapes reach the model."""
     return -(-height // divisor) * divisor, -(-width // divisor) * divisor
-
-
-def letterbox_size(height: int, width: int, target: Size) -> Size:
-    """The (h, w) a frame takes inside `target` after an aspect-preserving resize."""
-    scale = min(target[0] / height, target[1] / width)
-    return max(1, min(target[0], round(height * scale))), max(1, min(target[1], round(width * scale)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +118,8 @@ class Layout:
         """Splits one model output (`Tensor[n, ...]` on the CPU, padded rows dropped) per frame.
 
         Args:
+            output: the model output's real rows, on the host.
+            placement: the chunk's placement (slot, each frame's size in it, its own size).
             dense: True: the output is a dense map of the slot (a ValueError names the shapes when
                 it is not); False: it is returned whole per frame; None: a dense map when its last
                 two dimensions divide the slot by one integer stride (handler `dense_outputs: auto`).

@@ -112,5 +112,6 @@ def peak_memory(device: torch.device) -> int:
 
 
 def reset_peak_memory(device: torch.device) -> None:
+    """Starts a new peak (CUDA); nothing off CUDA."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)

@@ -30,6 +30,8 @@ class BatchStats:
 
 
 class Kind(enum.Enum):
+    """A metric's Prometheus type."""
+
     COUNTER = "counter"
     GAUGE = "gauge"
 

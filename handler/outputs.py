@@ -63,6 +63,9 @@ def per_frame(outputs: list[tuple[str, torch.Tensor]], placement: Placement, lay
     """Each frame's result: its own size and every output's value for it (dense maps cropped).
 
     Args:
+        outputs: the named outputs on the host (`Gathered.to_host`).
+        placement: the chunk's placement.
+        layout: the layout that placed the frames (it crops and resizes maps back).
         dense_outputs: the outputs to crop as maps; None: by their shape (`dense_outputs: auto`).
     """
     results = [FrameResult(w, h) for h, w in placement.original]

@@ -158,9 +158,8 @@ def with_sps_size(annex_b: bytes, width: int, height: int) -> bytes:
     (multiples of 16), the slices left as they are: a stream that claims a huge picture."""
     out = []
     for unit in _nal_units(annex_b):
-        if unit[3] & 0x1F == 7:
-            unit = unit[:4] + _escape(_resize_sps(_unescape(unit[4:]), width // 16, height // 16))
-        out.append(unit)
+        sps = unit[3] & 0x1F == 7
+        out.append(unit[:4] + _escape(_resize_sps(_unescape(unit[4:]), width // 16, height // 16)) if sps else unit)
     return b"".join(out)
 
 

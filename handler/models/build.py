@@ -18,6 +18,7 @@ def build_all(out: pathlib.Path) -> None:
 
 
 def main() -> None:
+    """`python -m handler.models.build OUT_DIR`: writes every demo model's file into OUT_DIR."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out_dir", type=pathlib.Path)
     build_all(parser.parse_args().out_dir)

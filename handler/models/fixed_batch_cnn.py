@@ -16,6 +16,8 @@ SEED = 20261130
 
 
 class SmallCNN(nn.Module):
+    """Three strided convolutions and a linear head: `[16, 3, 128, 128]` -> `[16, CLASSES]` scores."""
+
     def __init__(self) -> None:
         super().__init__()
         self.features = nn.Sequential(

@@ -159,6 +159,24 @@ def test_oip_json_request(server):
         assert outputs[name]["data"][0] == pytest.approx(value, rel=1e-4)
 
 
+def test_tritonclient_json_after_binary_on_one_client_with_one_headers_dict(server):
+    # As a user writes it: one client, one headers dict. tritonclient's infer writes
+    # Inference-Header-Content-Length into that dict on the binary request, and sends it again
+    # with the JSON one that follows.
+    small = PIXELS[:32, :48].copy()
+    headers = server.auth()
+    with _triton(server) as client:
+        answers = []
+        for binary in (True, False, True):
+            tensor = httpclient.InferInput("frames", list(small.shape), "UINT8")
+            tensor.set_data_from_numpy(small, binary_data=binary)
+            answers.append(client.infer(MODEL, [tensor], headers=headers))
+    assert "Inference-Header-Content-Length" in headers  # the client did carry the stale length
+    for result in answers:
+        for name, value in support.quality(small).items():
+            assert result.as_numpy(name)[0] == pytest.approx(value, rel=1e-4)
+
+
 def test_tritonclient_reads_an_oip_error(server):
     with pytest.raises(InferenceServerException) as caught:
         _triton_infer(server, np.array([BAD], dtype=np.object_), "BYTES")
@@ -189,14 +207,13 @@ def _doors(server, folder):
         answer = _grpc(server, {"data": body})
         return answer["code"], answer
 
-    doors = {
+    return {
         "curl -T": curl_t,
         "no content type": lambda body: post(data=body),
         "multipart": lambda body: post(files={"data": body}),
         "grpc": grpc_call,
         "oip": triton,
     }
-    return doors
 
 
 def test_a_corrupt_frame_on_each_door_fails_alone_while_batch_mates_on_other_doors_get_200(server, tmp_path):

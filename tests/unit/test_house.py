@@ -1,0 +1,114 @@
+"""The house drawn from its imports (DESIGN section 11): floors, no circles, no long rooms.
+
+Every import in `handler/` counts, at the top, inside functions and under TYPE_CHECKING. A
+module may import its own floor or the floors below it, never above, and never in a circle.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.support import ROOT
+
+HANDLER = ROOT / "handler"
+#: From the top down; a module imports its own floor or lower ones only.
+FLOORS = [
+    ("service", ["handler.service"]),
+    ("doors", ["handler.doors", "handler.doors.native", "handler.doors.oip", "handler.doors.route",
+               "handler.doors.wire"]),
+    ("core", ["handler.pipeline", "handler.waves", "handler.chunks", "handler.outputs"]),
+    ("geometry and device memory", ["handler.layout", "handler.collate", "handler.memory"]),
+    ("decoding", ["handler.frames", "handler.jpeg", "handler.video", "handler.formats", "handler.limits"]),
+    ("ground", ["handler", "handler.clip", "handler.config", "handler.errors", "handler.metrics",
+                "handler.loading", "handler.models", "handler.models.build", "handler.models.frame_quality",
+                "handler.models.fixed_batch_cnn"]),
+]
+FLOOR = {module: level for level, (_, modules) in enumerate(FLOORS) for module in modules}
+#: A function longer than this does not fit on a screen.
+SCREEN = 40
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module(p): p for p in sorted(HANDLER.rglob("*.py"))}
+
+
+def _imports(path: Path, known: set[str]) -> set[str]:
+    """The handler modules `path` imports anywhere (a package's import counts too)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            found.update(".".join(parts[:i]) for i in range(1, len(parts) + 1) if ".".join(parts[:i]) in known)
+    return found - {_module(path)}
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(path, set(modules)) for name, path in modules.items()}
+
+
+def test_every_handler_module_has_a_floor():
+    assert set(_modules()) == set(FLOOR), "give each new handler module a floor in FLOORS (DESIGN section 11)"
+
+
+def test_no_module_imports_a_floor_above_its_own():
+    upward = [f"{module} ({FLOORS[FLOOR[module]][0]}) imports {target} ({FLOORS[FLOOR[target]][0]})"
+              for module, targets in _graph().items() for target in sorted(targets)
+              if FLOOR[target] < FLOOR[module] and not target.startswith(module + ".")]
+    assert not upward, "imports that go up a floor:\n" + "\n".join(upward)
+
+
+def test_no_circles():
+    graph = _graph()
+    state: dict[str, str] = {}
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = "open"
+        path.append(module)
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":
+                circle = path[path.index(target):] + [target]
+                pytest.fail("import circle: " + " -> ".join(circle))
+            if target not in state:
+                visit(target)
+        path.pop()
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    assert len(state) == len(graph) > 20
+
+
+def test_the_core_knows_no_door_and_imports_nothing_from_ts():
+    for module, path in _modules().items():
+        if module == "handler.service":
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.startswith("ts"), f"{module} imports {node.module}"
+            if isinstance(node, ast.Import):
+                assert not any(a.name == "ts" or a.name.startswith("ts.") for a in node.names), module
+
+
+def test_no_function_is_longer_than_a_screen():
+    long = [f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for path in _modules().values() for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno is not None and node.end_lineno - node.lineno + 1 > SCREEN]
+    assert not long, f"functions longer than {SCREEN} lines: split them\n" + "\n".join(long)
