@@ -2,8 +2,8 @@
 
 Six models are registered side by side with the shipped batching (`batchSize` 32,
 `maxBatchDelay` 50 ms, one worker each): our handler with frame_quality (the shipped archive,
-`archive.sh`), our handler with a trivial model (packaged with `archive.sh NAME MODEL YAML`, the
-README's way), a decode-only handler (our decode step, nothing after it), a decode-only handler
+`archive.sh`), our handler with a trivial model (packaged with `archive.sh NAME MODEL YAML`, as
+docs/models.md says), a decode-only handler (our decode step, nothing after it), a decode-only handler
 in the stock style (Pillow / `np.load`), a stock-style handler and a no-op handler. Each round drives every (format, handler) pair in turn with the same closed
 loop (`clients` threads, each sending its next request when the last is answered) for `seconds`;
 the order rotates every round, so load from other processes on a shared machine hits all alike.

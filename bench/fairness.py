@@ -31,7 +31,7 @@ from loadgen.frames import Format, FrameSource
 from loadgen.metrics import OK, Record, calculate_metrics
 from loadgen.runner import Run, Target, run
 from loadgen.schedule import Plan, Resolution, StreamRate
-from loadgen.transport import Protocol
+from loadgen.transport import Door
 from tskeys import Key
 
 HTTP_LANES = ("frame_quality", "frame_quality_realtime")
@@ -78,7 +78,7 @@ def _server(workdir: Path):
 
 
 def _drive(server, lane: str, plan: Plan, source: FrameSource, timeout_s: float) -> Run:
-    protocol = Protocol.GRPC_STREAM if lane == STREAM_LANE else Protocol.HTTP
+    protocol = Door.GRPC_STREAM if lane == STREAM_LANE else Door.HTTP
     grpc_address = f"127.0.0.1:{server.properties.get('grpc_inference_port', '7070')}"
     target = Target(server.inference_url, lane, None, timeout_s, protocol=protocol, grpc_address=grpc_address,
                     key=Key(server.workdir / "key_file.json"))

@@ -25,7 +25,7 @@ from loadgen.frames import Format, FrameSource
 from loadgen.metrics import Metrics, calculate_metrics
 from loadgen.runner import Target, run
 from loadgen.schedule import Plan, Resolution
-from loadgen.transport import Protocol
+from loadgen.transport import Door
 from tskeys.keyfile import Key
 
 HD = Resolution(1280, 720)
@@ -41,7 +41,7 @@ class Row:
 
 def bench(workdir: Path, fps: float = 6.0, duration_s: float = 20.0, streams: int = 2,
           resolution: Resolution = HD, sla_ms: float = 200.0,
-          protocols: tuple[Protocol, ...] = tuple(Protocol), sequential: bool = False) -> list[Row]:
+          protocols: tuple[Door, ...] = tuple(Door), sequential: bool = False) -> list[Row]:
     """Loads one TorchServe with `fps` frames/s through each protocol (`streams` cameras each)."""
     store = workdir / "store"
     subprocess.run(["bash", str(ROOT / "archive.sh")], check=True, stdout=subprocess.DEVNULL,
@@ -58,7 +58,7 @@ def bench(workdir: Path, fps: float = 6.0, duration_s: float = 20.0, streams: in
         for target in targets.values():  # warm-up: connections, stubs, the worker's first batches
             run(Plan(streams=2, fps=2, duration_s=1, resolutions=(resolution,)), target, source)
 
-        def measure(protocol: Protocol) -> Row:
+        def measure(protocol: Door) -> Row:
             result = run(plan, targets[protocol], source, concurrency=64, max_lag_s=2.0)
             return Row(protocol.value, calculate_metrics(
                 result.records, duration_s, sla_ms, len(result.schedule), frames_dropped=len(result.dropped)))

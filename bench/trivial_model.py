@@ -1,7 +1,7 @@
 """A trivial model for the bench: the per-frame mean of its input, so the handler's own cost shows.
 
 `python -m bench.trivial_model OUT.pt` writes it as TorchScript; the bench packages it with
-`archive.sh trivial OUT.pt bench/trivial.yaml`, the README's way for your own model.
+`archive.sh trivial OUT.pt bench/trivial.yaml`, the way for your own model (docs/models.md).
 """
 
 from __future__ import annotations

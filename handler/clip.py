@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 import numpy as np
 
@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from handler.config import HandlerConfig
 
 Size = tuple[int, int]
-#: One frame's value of one output, as JSON takes it: a number, nested lists, or None.
-Value = Any
+#: One frame's value of one output, as JSON takes it: a number, nested lists, or None (NaN, inf).
+Value: TypeAlias = "float | int | None | list[Value]"
 _ID_MAX = 256
 
 
@@ -109,7 +109,7 @@ class Meta:
         parsed: dict[str, float | FrameError] = {}
         for name, read in _NUMBERS.items():
             raw = headers.get(name)
-            if raw is not None and raw.strip():
+            if raw is not None and (raw.strip() or name != "x-sample-fps"):  # a blank rate: every frame
                 parsed[name] = read(raw)
         return cls(text("x-stream-id"), text("x-frame-id"),
                    "x-frame-width" in headers or "x-frame-height" in headers,

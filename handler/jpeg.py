@@ -1,7 +1,7 @@
 """JPEG through libjpeg-turbo (simplejpeg): limits from the header, then one decode, no copies.
 
 `python -m bench.jpeg` measured it against Pillow and PyTurboJPEG on 720p and 1080p frames here
-(README, Performance). Pillow stays the fallback: for what this path does not take (CMYK/YCCK,
+(docs/performance.md). Pillow stays the fallback: for what this path does not take (CMYK/YCCK,
 anything simplejpeg cannot read) Pillow gives the final answer, including the error.
 """
 

@@ -212,7 +212,7 @@ def _json_safe(value: Value, finite: bool) -> Value:
         return value
     if isinstance(value, list):
         return [_json_safe(v, False) for v in value]
-    return value if math.isfinite(value) else None
+    return value if value is not None and math.isfinite(value) else None
 
 
 def _dense_stride(shape: torch.Size, slot: Size) -> int | None:

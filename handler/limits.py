@@ -60,7 +60,7 @@ class Limits:
         if frames <= 0:
             raise EmptyFrame(f"zero-sized frame: {frames} frame(s) of {width}x{height}")
         self.frame(width, height)
-        self.held(frames, frames * height * width, f"clip of {frames} frames of {width}x{height}")
+        self.held(frames, frames * height * width, f"a clip of {width}x{height} frames")
 
     def held(self, frames: int, pixels: int, what: str, verb: str = "holds") -> None:
         """A clip's frames and pixels so far (checked as parts are decoded, one after another).

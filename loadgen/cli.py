@@ -14,7 +14,7 @@ from loadgen.frames import IMAGES, Format, FrameSource
 from loadgen.metrics import Metrics, calculate_metrics
 from loadgen.runner import Target, run
 from loadgen.schedule import Plan, Resolution, StreamRate, Switch
-from loadgen.transport import Protocol
+from loadgen.transport import Door
 from tskeys.keyfile import Key, KeyFileError
 
 
@@ -38,7 +38,7 @@ def parser() -> argparse.ArgumentParser:
                    help="from SECONDS on, every camera sends WxH (repeatable)")
     p.add_argument("--stream-fps", action="append", type=StreamRate.parse, default=[], metavar="STREAM:FPS",
                    help="camera STREAM sends FPS frames/s for the whole run, e.g. 0:300 (repeatable)")
-    p.add_argument("--protocol", type=Protocol, default=Protocol.HTTP, metavar="{http,grpc,oip,grpc-stream}",
+    p.add_argument("--protocol", type=Door, default=Door.HTTP, metavar="{http,grpc,oip,grpc-stream}",
                    help="HTTP /predictions, gRPC Predictions, the Open Inference Protocol, or gRPC "
                         "StreamPredictions2 with one persistent stream per camera (default http)")
     p.add_argument("--grpc-address", default="127.0.0.1:7070",

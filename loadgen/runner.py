@@ -11,7 +11,7 @@ from loadgen.metrics import Record
 from loadgen.schedule import Arrival, Plan, arrivals
 from loadgen.stream import run_target
 from loadgen.target import Run, Target
-from loadgen.transport import Protocol, sender
+from loadgen.transport import Door, sender
 from tskeys.keyfile import Key
 
 __all__ = ["Run", "Target", "run"]  # Run and Target live in loadgen.target; callers import them from here too
@@ -34,7 +34,7 @@ def run(plan: Plan, target: Target, source: FrameSource, concurrency: int = 128,
     """
     if concurrency < 1:
         raise ValueError(f"concurrency = {concurrency}: use 1 or more")
-    if target.protocol is Protocol.GRPC_STREAM:  # one stream per camera, not one call per request
+    if target.protocol is Door.GRPC_STREAM:  # one stream per camera, not one call per request
         return run_target(plan, target, source, on_record)
     schedule = arrivals(plan)
     for a in schedule:  # render every body before the clock starts

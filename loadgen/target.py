@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from loadgen.metrics import Record
 from loadgen.schedule import Arrival
-from loadgen.transport import Protocol
+from loadgen.transport import Door
 from tskeys.keyfile import Key
 
 
@@ -32,7 +32,7 @@ class Target:
     timeout_s: float = 30.0
     realtime_model: str | None = None
     realtime_streams: int = 0
-    protocol: Protocol = Protocol.HTTP
+    protocol: Door = Door.HTTP
     grpc_address: str = "127.0.0.1:7070"
     key: Key | None = None
 

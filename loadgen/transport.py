@@ -23,7 +23,7 @@ from tskeys.keyfile import Key, is_grpc_invalid_key, is_invalid_key
 OK = 200
 
 
-class Protocol(enum.Enum):
+class Door(enum.Enum):
     """Which door requests go through."""
 
     HTTP = "http"  # POST /predictions/{model}, headers of DESIGN section 4
@@ -179,14 +179,14 @@ def answer_of(prediction: bytes) -> Answer:
     return Answer(status, None if status == OK else str(body.get("type") or f"code {status}"))
 
 
-def sender(protocol: Protocol, url: str, key: Key, timeout_s: float = 30.0,
+def sender(protocol: Door, url: str, key: Key, timeout_s: float = 30.0,
            grpc_address: str = "127.0.0.1:7070") -> Sender:
     """The sender for `protocol`: HTTP and OIP to `url`, gRPC to `grpc_address`."""
-    if protocol is Protocol.GRPC_STREAM:
+    if protocol is Door.GRPC_STREAM:
         raise ValueError("grpc-stream sends on one stream per camera: use loadgen.stream, not a sender")
-    if protocol is Protocol.GRPC:
+    if protocol is Door.GRPC:
         return GrpcSender(grpc_address, key, timeout_s)
-    if protocol is Protocol.OIP:
+    if protocol is Door.OIP:
         return OipSender(url, key, timeout_s)
     return HttpSender(url, key, timeout_s)
 

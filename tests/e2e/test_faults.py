@@ -44,7 +44,7 @@ def test_a_killed_worker_fails_in_flight_frames_then_serves_again(server):
     assert {200} < set(statuses) and all(s in (0, 200) or s >= 500 for s in statuses), set(statuses)
     # TorchServe 0.12 drops the requests its batch aggregator was still gathering when the worker
     # died (BatchAggregator.cleanJobs clears them unanswered): at most one batch, and only as a
-    # client timeout, never a refused or reset connection. README "When things go wrong".
+    # client timeout, never a refused or reset connection. docs/failures.md.
     assert statuses.count(0) <= BATCH_SIZE, outcome.errors
     assert all("ReadTimeout" in error for error in outcome.errors), outcome.errors
     after = [start for start, _, status in outcome.records if status == 200 and start > killed[0]]

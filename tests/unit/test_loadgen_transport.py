@@ -14,7 +14,7 @@ from loadgen.frames import Format, FrameSource
 from loadgen.metrics import calculate_metrics
 from loadgen.runner import Target, run
 from loadgen.schedule import Plan, Resolution
-from loadgen.transport import Answer, GrpcSender, HttpSender, OipSender, Protocol, answer_of
+from loadgen.transport import Answer, Door, GrpcSender, HttpSender, OipSender, answer_of
 from tskeys.keyfile import Key
 
 
@@ -144,7 +144,7 @@ def test_oip_sender_frames_the_body_as_one_bytes_element(http_server):
 def test_runner_over_grpc_reports_the_body_code_as_the_status(grpc_server):
     address, _ = grpc_server
     plan = Plan(streams=2, fps=10, duration_s=1, resolutions=(Resolution(64, 48),))
-    target = Target("http://unused", "m", protocol=Protocol.GRPC, grpc_address=address, key=Key(token="good"))
+    target = Target("http://unused", "m", protocol=Door.GRPC, grpc_address=address, key=Key(token="good"))
     result = run(plan, target, FrameSource(Format.JPEG, distinct=2), concurrency=8)
     statuses = sorted((r.stream, r.status, r.error) for r in result.records)
     assert statuses == [(0, 200, None)] * 10 + [(1, 400, "CorruptFrame")] * 10
