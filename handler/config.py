@@ -19,7 +19,7 @@ Parse = Callable[[str, Any], Any]
 class Resize(enum.Enum):
     """How frames meet the model's input."""
 
-    PAD = "pad"  # keep each frame's resolution; pad to its shape bucket
+    PAD = "pad"  # keep each frame's resolution; pad to its slot (the size rounded up to size_divisor)
     LETTERBOX = "letterbox"  # fixed-input engines: aspect-preserving resize + pad to `input_size`
 
 
