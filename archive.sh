@@ -41,10 +41,8 @@ HandlerConfig.from_mapping((yaml.safe_load(open(sys.argv[1])) or {}).get("handle
 
   local stage
   stage="$(mktemp -d)"
-  mkdir -p "$stage/handler"
-  cp "$here"/handler/*.py "$stage/handler/"
-  mkdir -p "$stage/handler/doors"
-  cp "$here"/handler/doors/*.py "$stage/handler/doors/"
+  # The handler package, subpackages included (the demo models' code is not needed to serve).
+  (cd "$here" && find handler -name '*.py' -not -path 'handler/models/*' -exec cp --parents -t "$stage" {} +)
   mkdir -p "$store"
   torch-model-archiver --model-name "$name" --version "$version" \
     --serialized-file "$model" --handler "$handler_file" \

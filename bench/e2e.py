@@ -72,8 +72,10 @@ def build_archives(store: Path, model_dir: Path) -> dict[str, Path]:
         (stage / "handler").mkdir()
         for name in ("__init__.py", "stock.py"):
             shutil.copy(ROOT / "bench" / name, stage / "bench" / name)
-        for path in (ROOT / "handler").glob("*.py"):
-            shutil.copy(path, stage / "handler" / path.name)
+        for path in (ROOT / "handler").rglob("*.py"):  # the package as archive.sh ships it (doors/ too)
+            if "models" not in path.relative_to(ROOT / "handler").parts:
+                (stage / path.relative_to(ROOT).parent).mkdir(parents=True, exist_ok=True)
+                shutil.copy(path, stage / path.relative_to(ROOT))
         for name, handler in (("stock", "stock_handler.py"), ("noop", "noop_handler.py"),
                               ("decode_only", "decode_handler.py"), ("pillow_decode", "pillow_decode_handler.py")):
             archive(store, name, ROOT / "bench" / handler, model_dir / "frame_quality.pt", config, extra=stage)
