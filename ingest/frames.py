@@ -1,0 +1,101 @@
+"""Frames mode: decode, keep `sample_fps` frames a second by pts, send each as JPEG.
+
+MJPEG packets are JPEGs already: the kept ones are sent as they came, without decoding.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ingest.clock import CaptureClock
+from ingest.segments import pts_seconds
+from ingest.units import Unit
+
+if TYPE_CHECKING:
+    import av
+
+JPEG_QUALITY = 85
+_SLOT_EPSILON = 1e-6
+_JPEG_START = b"\xff\xd8\xff"
+
+
+class Sampler:
+    """Keeps the first frame of each `1 / fps` seconds of stream time; restarts when pts go back."""
+
+    def __init__(self, fps: float) -> None:
+        self._fps = fps
+        self._start: float | None = None
+        self._slot = -1
+
+    def keep(self, pts: float) -> bool:
+        if self._start is None or pts < self._start:
+            self._start, self._slot = pts, -1
+        slot = math.floor((pts - self._start) * self._fps + _SLOT_EPSILON)
+        if slot <= self._slot:
+            return False
+        self._slot = slot
+        return True
+
+
+def encode_jpeg(frame: av.VideoFrame) -> bytes:
+    """The frame as JPEG by libjpeg-turbo (simplejpeg), from its YUV planes when it has 4:2:0."""
+    import simplejpeg
+
+    if frame.format.name in ("yuv420p", "yuvj420p") and frame.width % 2 == 0 and frame.height % 2 == 0:
+        planes = [np.frombuffer(p, np.uint8).reshape(p.height, p.line_size)[:, :p.width] for p in frame.planes]
+        return bytes(simplejpeg.encode_jpeg_yuv_planes(*planes, quality=JPEG_QUALITY))
+    return bytes(simplejpeg.encode_jpeg(frame.to_ndarray(format="rgb24"), quality=JPEG_QUALITY, colorspace="RGB"))
+
+
+class FrameSender:
+    """Turns one connection's packets into JPEG units.
+
+    Args:
+        stream: the input's video stream (its decoder is used).
+        fps: frames kept per second of stream time.
+        clock: the camera's capture clock.
+        issue: hands out the camera's next sequence number.
+        corrupt: called for each packet that does not decode.
+    """
+
+    def __init__(self, stream: av.VideoStream, fps: float, clock: CaptureClock, issue: Callable[[], int],
+                 corrupt: Callable[[], None] = lambda: None) -> None:
+        self._stream = stream
+        self._sampler = Sampler(fps)
+        self._clock = clock
+        self._issue = issue
+        self._corrupt = corrupt
+        self._passthrough = stream.codec_context.name == "mjpeg"
+
+    def push(self, packet: av.Packet) -> list[Unit]:
+        """Takes one packet; returns the frames kept from it, encoded."""
+        import av
+
+        pts = pts_seconds(packet)
+        if pts is None or packet.size == 0:
+            return []
+        capture = self._clock.stamp(pts)
+        if self._passthrough and bytes(packet)[:3] == _JPEG_START:
+            return [self._unit(bytes(packet), capture, pts)] if self._sampler.keep(pts) else []
+        try:
+            frames = packet.decode()
+        except av.error.FFmpegError:
+            self._corrupt()
+            return []
+        units = []
+        for frame in frames:
+            at = float(frame.time) if frame.time is not None else pts
+            if self._sampler.keep(at):
+                units.append(self._unit(encode_jpeg(frame), capture + (at - pts), at))
+        return units
+
+    def flush(self) -> list[Unit]:
+        """Nothing is held back between packets (the decoder's delayed frames are not waited for)."""
+        return []
+
+    def _unit(self, body: bytes, capture: float, pts: float) -> Unit:
+        return Unit(self._issue(), body, "image/jpeg", capture, pts, 1)
