@@ -41,6 +41,7 @@ class CameraWorker:
         self._lock = threading.Lock()
         self._in_flight: dict[int, Unit] = {}
         self.counts: Counter[str] = Counter()
+        self.drops: Counter[str] = Counter()
         self._threads = [threading.Thread(target=self._read, name=f"read-{camera.name}", daemon=True)]
         self._threads += [threading.Thread(target=self._send_loop, name=f"send-{camera.name}-{i}", daemon=True)
                           for i in range(camera.max_in_flight)]
@@ -81,8 +82,8 @@ class CameraWorker:
             self._shared.metrics.dropped(self.camera.name, "shutdown")
             self._sequencer.done(unit.seq, [self._line("dropped", segment=unit.seq, reason="shutdown",
                                                        in_flight=True)])
-        self._shared.lines.event(self.camera.name, "stopped", **{k: self.counts[k] for k in sorted(
-            ["sent", "answered", "dropped", "abandoned", "in_flight_at_stop", "queued_at_stop"])})
+        counts = {k: self.counts[k] for k in ("sent", "answered", "abandoned", "in_flight_at_stop", "queued_at_stop")}
+        self._shared.lines.event(self.camera.name, "stopped", **counts, dropped=dict(sorted(self.drops.items())))
         self._shared.metrics.remove(self.camera.name)
 
     def _read(self) -> None:
@@ -99,9 +100,7 @@ class CameraWorker:
         return {"camera": self.camera.name, "event": event, "time": round(self._shared.now(), 6), **fields}
 
     def _drop(self, unit: Unit, reason: str) -> None:
-        with self._lock:
-            self.counts["dropped"] += 1
-        self._shared.metrics.dropped(self.camera.name, reason)
+        self._dropped_early(reason)
         self._sequencer.done(unit.seq, [self._line("dropped", segment=unit.seq, reason=reason)])
 
     def _dropped_unit(self, unit: Unit) -> None:
@@ -109,7 +108,7 @@ class CameraWorker:
 
     def _dropped_early(self, reason: str) -> None:
         with self._lock:
-            self.counts["dropped"] += 1
+            self.drops[reason] += 1
         self._shared.metrics.dropped(self.camera.name, reason)
 
     def _send_loop(self) -> None:
