@@ -29,11 +29,13 @@ class Sampler:
     def __init__(self, fps: float) -> None:
         self._fps = fps
         self._start: float | None = None
+        self._last = float("-inf")
         self._slot = -1
 
     def keep(self, pts: float) -> bool:
-        if self._start is None or pts < self._start:
+        if self._start is None or pts < self._last:
             self._start, self._slot = pts, -1
+        self._last = pts
         slot = math.floor((pts - self._start) * self._fps + _SLOT_EPSILON)
         if slot <= self._slot:
             return False

@@ -284,6 +284,26 @@ def test_sigterm_with_requests_in_flight_answers_or_counts_them(fleet, torchserv
     assert lines[-1]["event"] == "stopped"
 
 
+def test_a_file_is_paced_every_segment_answered_and_the_run_ends_with_it(torchserve, tmp_path):
+    from tests.videos import segment
+
+    video = tmp_path / "demo.ts"
+    video.write_bytes(segment("mpegts", width=160, height=96, frames=45, fps=15, gop=15, bframes=0))
+    started = time.monotonic()
+    ingest = Ingest(tmp_path, torchserve, ["--camera", f"demo={video}"])
+    try:
+        code = ingest.process.wait(timeout=60)
+    finally:
+        ingest.kill()
+    assert code == 0 and time.monotonic() - started >= 2.0  # paced at 15 fps: about 3 s
+    answers = ingest.answers("demo")
+    check_in_order(answers)
+    assert [a["segment"] for a in answers] == [0] * 15 + [1] * 15 + [2] * 15
+    [stopped] = ingest.events("demo", "stopped")
+    assert (stopped["sent"], stopped["answered"], stopped["dropped"]) == (3, 3, {})
+    assert ingest.events("demo", "disconnected")[0]["reason"] == "end of stream"
+
+
 def test_killed_rtsp_server_restarted_frames_again_capture_times_still_rising(torchserve, tmp_path):
     camera = RtspServer({"cam": (*SIZE, FPS)}, log=tmp_path / "gst.log").start()
     ingest = Ingest(tmp_path, torchserve, ["--camera", f"cam={camera.url('cam')}"])
