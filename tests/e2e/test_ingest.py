@@ -166,6 +166,7 @@ def test_two_cameras_answered_in_order_with_pts(fleet):
     answered = {x["segment"] for x in fleet.answers("a")}
     assert fleet.metric("video_ingest_segments_total", camera="a", status="200") >= len(answered)
     assert fleet.metric("video_ingest_up", camera="a") == 1
+    assert 0 < fleet.metric("video_ingest_lag_seconds", camera="a") < 10
 
 
 def test_nothing_listening_is_retried_with_backoff_and_the_others_go_on(fleet):
@@ -260,10 +261,13 @@ def test_yaml_edit_adds_and_removes_cameras_and_keeps_the_others(fleet, rtsp, ga
 
 
 def test_sigterm_with_requests_in_flight_answers_or_counts_them(fleet, torchserve):
+    """The model stops for 5 s (SIGSTOP): each live camera has 2 requests in flight, 2 segments
+    queued and the older ones dropped (`latest`); SIGTERM then, the model back 2 s later."""
     [worker] = torchserve.worker_pids(MODEL)
-    os.kill(worker, signal.SIGSTOP)  # the model is busy: requests stay in flight
+    os.kill(worker, signal.SIGSTOP)
     try:
-        time.sleep(2.0)
+        time.sleep(5.0)
+        dropped = fleet.metric("video_ingest_dropped_total", camera="a", reason="behind")
         started = time.monotonic()
         fleet.process.send_signal(signal.SIGTERM)
         time.sleep(2.0)
@@ -276,11 +280,14 @@ def test_sigterm_with_requests_in_flight_answers_or_counts_them(fleet, torchserv
     for camera in ("a", "b", "resize", "late"):
         [stopped] = [x for x in lines if x["camera"] == camera and x.get("event") == "stopped"]
         answered = {x["segment"] for x in lines if x["camera"] == camera and "status" in x}
+        assert (stopped["in_flight_at_stop"], stopped["queued_at_stop"]) == (2, 2), stopped
         assert stopped["answered"] == len(answered)
         assert stopped["sent"] == stopped["answered"] + stopped["abandoned"] + stopped["dropped"].get("unavailable", 0)
-        if camera == "a":
-            assert stopped["in_flight_at_stop"] >= 1
         assert stopped["abandoned"] == 0  # the model came back within the drain: all answered
+        assert stopped["dropped"].get("behind", 0) >= 1
+        drops = [x["segment"] for x in lines if x["camera"] == camera and x.get("event") == "dropped"]
+        assert not set(drops) & answered
+    assert dropped >= 1
     assert lines[-1]["event"] == "stopped"
 
 
