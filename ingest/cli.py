@@ -51,7 +51,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--token-file", type=Path, default=Path("key_file.json"),
                    help="TorchServe's key_file.json (re-read when a key is refused)")
     p.add_argument("--results", type=Path, help="JSON lines file (default: standard output)")
-    p.add_argument("--metrics-port", type=int, help="Prometheus /metrics on 127.0.0.1:PORT")
+    p.add_argument("--metrics-port", type=int, help="Prometheus /metrics on PORT of --metrics-address")
+    p.add_argument("--metrics-address", default="127.0.0.1", help="default 127.0.0.1 (a pod: 0.0.0.0)")
     p.add_argument("--duration", type=float, help="seconds to run (default: until SIGTERM/SIGINT)")
     p.add_argument("--shard", type=Shard.parse, default=Shard(), metavar="K/N", help="a stable share of the list")
     p.add_argument("--log-level", default="INFO")
@@ -105,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     lines = Lines(args.results, redact, now)
     metrics = Metrics()
     if args.metrics_port is not None:
-        metrics.serve(args.metrics_port)
+        metrics.serve(args.metrics_port, args.metrics_address)
     shared = Shared(args.url, args.model, Keys(args.token_file), lines, metrics, redact, now)
     fleet = Fleet(lambda camera: CameraWorker(camera, shared).start(), args.shard)
     fleet.apply(listed)

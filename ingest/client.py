@@ -36,12 +36,18 @@ class Answer:
     def retryable(self) -> bool:
         return self.status is None or self.status in RETRYABLE
 
+    @property
+    def refused_key(self) -> bool:
+        """Whether TorchServe refused the key (400 `InvalidKeyException`)."""
+        return self.status is not None and is_invalid_key(self.status, self.error or json.dumps(self.body))
+
 
 class Keys:
-    """The inference key from `key_file.json`, read when first needed and again when refused.
+    """The inference key, read when first needed and again whenever the server refuses it.
 
-    A file that is missing (token authorization off, or TorchServe not started yet) means no key
-    is sent; it is looked for again whenever the server refuses a request.
+    `path` is TorchServe's `key_file.json` (renewed keys are picked up through `tskeys`), or a
+    file holding only the token (a mounted Kubernetes Secret, re-read when refused). A file that
+    is missing (token authorization off, TorchServe not started yet) means no key is sent.
     """
 
     def __init__(self, path: Path | None) -> None:
@@ -49,14 +55,32 @@ class Keys:
         self._key: Key | None = None
         self._lock = threading.Lock()
 
-    def current(self) -> Key | None:
+    def current(self) -> str | None:
+        """The key to send now (None: none)."""
         with self._lock:
-            if self._key is None and self._path is not None and self._path.is_file():
-                try:
-                    self._key = Key(self._path)
-                except KeyFileError:
-                    self._key = None
-            return self._key
+            if self._key is None:
+                self._key = self._load()
+            return None if self._key is None else self._key.value()
+
+    def refreshed(self, refused: str | None) -> str | None:
+        """The key to retry with after `refused` was refused: the file read again.
+
+        Raises:
+            KeyFileError: `key_file.json` stays unreadable (TorchServe restarting).
+        """
+        with self._lock:
+            if self._key is not None and self._key.path is not None:
+                return self._key.refresh(refused=refused)
+            self._key = self._load()
+            return None if self._key is None else self._key.value()
+
+    def _load(self) -> Key | None:
+        if self._path is None or not self._path.is_file():
+            return None
+        text = self._path.read_text().strip()
+        if text.startswith("{"):
+            return Key(self._path)
+        return Key(token=text) if text else None
 
 
 class Client:
@@ -68,25 +92,24 @@ class Client:
         self._session = requests.Session()
 
     def post(self, body: bytes, headers: dict[str, str]) -> Answer:
-        """One request (and one more with the re-read key if the key was refused)."""
-        key = self._keys.current()
-
-        def send(value: str | None) -> Answer:
-            auth = {"Authorization": f"Bearer {value}"} if value else {}
-            try:
-                response = self._session.post(self._url, data=body, headers={**headers, **auth},
-                                              timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S))
-            except requests.RequestException as exc:
-                return Answer(None, None, f"{type(exc).__name__}: TorchServe at {self._url} did not answer")
-            return _answer(response)
-
+        """One request, and one more with the key read again if the key was refused."""
         try:
-            if key is None:
-                return send(None)
-            return key.call(send, lambda a: a.status is not None and is_invalid_key(a.status, a.error or
-                                                                                    json.dumps(a.body)))
+            key = self._keys.current()
+            answer = self._send(body, headers, key)
+            if answer.refused_key:
+                answer = self._send(body, headers, self._keys.refreshed(key))
         except KeyFileError as exc:  # TorchServe restarting: its key file is gone for a moment
             return Answer(None, None, f"KeyFileError: {exc}")
+        return answer
+
+    def _send(self, body: bytes, headers: dict[str, str], key: str | None) -> Answer:
+        auth = {"Authorization": f"Bearer {key}"} if key else {}
+        try:
+            response = self._session.post(self._url, data=body, headers={**headers, **auth},
+                                          timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S))
+        except requests.RequestException as exc:
+            return Answer(None, None, f"{type(exc).__name__}: TorchServe at {self._url} did not answer")
+        return _answer(response)
 
     def close(self) -> None:
         self._session.close()

@@ -1,4 +1,4 @@
-"""The bridge's Prometheus metrics (`--metrics-port`, on 127.0.0.1), labelled by camera name only."""
+"""The bridge's Prometheus metrics (`--metrics-port`, on 127.0.0.1 unless told), labelled by camera name only."""
 
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ class Metrics:
         self._lock = threading.Lock()
         self._series: dict[str, set[tuple[Counter | Gauge, tuple[str, ...]]]] = {}
 
-    def serve(self, port: int) -> None:
-        """Serves `/metrics` on 127.0.0.1:`port`."""
-        start_http_server(port, addr="127.0.0.1", registry=self.registry)
+    def serve(self, port: int, address: str = "127.0.0.1") -> None:
+        """Serves `/metrics` on `address`:`port`."""
+        start_http_server(port, addr=address, registry=self.registry)
 
     def _child(self, metric: Counter | Gauge, *labels: str):  # type: ignore[no-untyped-def]
         with self._lock:

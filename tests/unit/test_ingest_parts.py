@@ -126,3 +126,23 @@ def test_result_lines_one_per_frame_with_pts_and_capture_time_from_the_segment()
     assert (error["status"], error["type"], error["message"], error["segment"]) == (400, "CorruptFrame", "bad", 8)
     [lost] = result_lines("a", unit(9), Answer(None, None, "ConnectionError: no"), 100.5)
     assert (lost["status"], lost["type"]) == (None, "Unavailable")
+
+
+def test_keys_from_key_file_json_a_plain_token_file_or_none(tmp_path):
+    from ingest.client import Keys
+
+    key_file = tmp_path / "key_file.json"
+    key_file.write_text('{"inference": {"key": "k1", "expiration time": "2030-01-01T00:00:00Z"}, '
+                        '"management": {"key": "m1"}, "API": {"key": "a1"}}')
+    keys = Keys(key_file)
+    assert keys.current() == "k1"
+    key_file.write_text(key_file.read_text().replace("k1", "k2"))
+    assert keys.current() == "k1"  # kept until refused
+    assert keys.refreshed("k1") == "k2"
+    token = tmp_path / "token"
+    token.write_text("s3cr3t-token\n")
+    plain = Keys(token)
+    assert plain.current() == "s3cr3t-token"
+    token.write_text("rotated")
+    assert plain.refreshed("s3cr3t-token") == "rotated"
+    assert Keys(tmp_path / "absent.json").current() is None
