@@ -26,6 +26,8 @@ logger = logging.getLogger(__name__)
 
 RETRY_FIRST_S = 0.2
 RETRY_CAP_S = 2.0
+#: Segments in a row the server cannot decode before the camera is connected again.
+CORRUPT_SEGMENTS_IN_A_ROW = 3
 
 
 class CameraWorker:
@@ -42,6 +44,7 @@ class CameraWorker:
         self._in_flight: dict[int, Unit] = {}
         self.counts: Counter[str] = Counter()
         self.drops: Counter[str] = Counter()
+        self._corrupt_in_a_row = 0
         self._threads = [threading.Thread(target=self._read, name=f"read-{camera.name}", daemon=True)]
         self._threads += [threading.Thread(target=self._send_loop, name=f"send-{camera.name}-{i}", daemon=True)
                           for i in range(camera.max_in_flight)]
@@ -158,9 +161,26 @@ class CameraWorker:
         self._shared.metrics.answered(self.camera.name, status, frames, self.camera.mode is Mode.SEGMENTS)
         if status == 200:
             self._shared.metrics.lag(self.camera.name, now - lines[-1]["capture_time"])
+        self._watch_decoding(unit, answer)
         with self._lock:
             self.counts["answered"] += 1
         return lines
+
+
+    def _watch_decoding(self, unit: Unit, answer: Answer) -> None:
+        """Segments the server cannot decode, several in a row: the stream changed under the
+        connection (codec, profile): connect again, which reads the stream's new description."""
+        if unit.content_type != "video/mp2t":
+            return
+        corrupt = answer.status == 400 and (answer.body or {}).get("type") in ("CorruptFrame", "UnsupportedCodec")
+        with self._lock:
+            self._corrupt_in_a_row = self._corrupt_in_a_row + 1 if corrupt else 0
+            renew = self._corrupt_in_a_row >= CORRUPT_SEGMENTS_IN_A_ROW
+            if renew:
+                self._corrupt_in_a_row = 0
+        if renew:
+            self._reader.renew(f"reconnect: {CORRUPT_SEGMENTS_IN_A_ROW} segments in a row answered "
+                               f"{(answer.body or {}).get('type')}")
 
 
 def _why(answer: Answer) -> str:

@@ -1,9 +1,9 @@
 """Capture times: wall clock, from the stream's own timestamps, monotonic per camera forever.
 
-Within a connection a packet's capture time is its pts plus an offset: the smallest
-`arrival - pts` seen so far. Packets that come late (in a burst after the stream's headers were
-probed, or after a network hiccup) so do not look late: the offset comes from the packet that came
-soonest, and no capture time is ever after the packet's arrival. When stream time falls more than
+Within a connection a frame's capture time is its pts plus an offset, the smallest
+`arrival - pts` seen so far, and never later than the frame's own arrival. Packets that come late
+(in a burst after the stream's headers were probed, or after a network hiccup) so do not look
+late: the offset comes from the packet that came soonest. When stream time falls more than
 `DRIFT_S` behind arrival (a camera clock slower than ours, a pts reset) the offset re-anchors on
 arrival. Every capture time handed out is later than the one before, across reconnects, for the
 camera's whole life. The wall clock is read once; later times follow the monotonic clock, so an
@@ -44,27 +44,21 @@ class CaptureClock:
         """A new connection: its pts start anew."""
         self._offset = None
 
-    def observe(self, pts_s: float) -> None:
-        """A packet with `pts_s` seconds of stream time arrived now."""
-        offset = self._now() - pts_s
+    def observe(self, pts_s: float) -> float:
+        """A packet with `pts_s` seconds of stream time arrived now; returns its arrival time."""
+        arrived = self._now()
+        offset = arrived - pts_s
         if self._offset is None or offset < self._offset or offset - self._offset > DRIFT_S:
             self._offset = offset
+        return arrived
 
-    def capture(self, pts_s: float | None, span_s: float = 0.0) -> float:
-        """The capture time of the frame at `pts_s` (None: now), later than every one before.
+    def capture(self, pts_s: float, arrived: float) -> float:
+        """The capture time of the frame at `pts_s` that arrived at `arrived`: its stream time on
+        the wall clock, never after its arrival, and later than every capture time before."""
+        at = arrived if self._offset is None else min(pts_s + self._offset, arrived)
+        self._last = max(at, self._last + EPSILON_S)
+        return self._last
 
-        Args:
-            pts_s: the frame's stream time.
-            span_s: stream time after it that is being stamped too (a segment's other frames):
-                the next capture time comes after that.
-        """
-        at = self._now() if pts_s is None or self._offset is None else pts_s + self._offset
-        at = max(at, self._last + EPSILON_S)
-        self._last = at + max(0.0, span_s)
-        return at
-
-    def stamp(self, pts_s: float | None) -> float:
-        """`observe` then `capture`: a packet that arrived now."""
-        if pts_s is not None:
-            self.observe(pts_s)
-        return self.capture(pts_s)
+    def stamp(self, pts_s: float) -> float:
+        """`observe` then `capture`: a frame that arrived now."""
+        return self.capture(pts_s, self.observe(pts_s))

@@ -6,6 +6,7 @@ MJPEG packets are JPEGs already: the kept ones are sent as they came, without de
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -61,43 +62,57 @@ class FrameSender:
         fps: frames kept per second of stream time.
         clock: the camera's capture clock.
         issue: hands out the camera's next sequence number.
-        corrupt: called for each packet that does not decode.
+        corrupt: called for each packet that does not decode, with how many did in a row.
+        timing: a packet's time in seconds (default its pts; HTTP MJPEG: its arrival, see
+            `arrival_timing`).
     """
 
     def __init__(self, stream: av.VideoStream, fps: float, clock: CaptureClock, issue: Callable[[], int],
-                 corrupt: Callable[[], None] = lambda: None) -> None:
+                 corrupt: Callable[[int], None] = lambda n: None,
+                 timing: Callable[[av.Packet], float | None] = pts_seconds) -> None:
         self._stream = stream
+        self._timing = timing
         self._sampler = Sampler(fps)
         self._clock = clock
         self._issue = issue
         self._corrupt = corrupt
         self._passthrough = stream.codec_context.name == "mjpeg"
+        self._failures = 0
 
     def push(self, packet: av.Packet) -> list[Unit]:
         """Takes one packet; returns the frames kept from it, encoded."""
         import av
 
-        pts = pts_seconds(packet)
+        pts = self._timing(packet)
         if pts is None or packet.size == 0:
             return []
-        capture = self._clock.stamp(pts)
+        arrived = self._clock.observe(pts)
         if self._passthrough and bytes(packet)[:3] == _JPEG_START:
-            return [self._unit(bytes(packet), capture, pts)] if self._sampler.keep(pts) else []
+            return [self._unit(bytes(packet), pts, arrived)] if self._sampler.keep(pts) else []
         try:
-            frames = packet.decode()
+            frames = self._stream.codec_context.decode(packet)
         except av.error.FFmpegError:
-            self._corrupt()
+            self._failures += 1
+            self._corrupt(self._failures)
             return []
+        self._failures = 0
         units = []
         for frame in frames:
-            at = float(frame.time) if frame.time is not None else pts
+            at = float(frame.time) if frame.time is not None and self._timing is pts_seconds else pts
             if self._sampler.keep(at):
-                units.append(self._unit(encode_jpeg(frame), capture + (at - pts), at))
+                units.append(self._unit(encode_jpeg(frame), at, arrived))
         return units
 
     def flush(self) -> list[Unit]:
         """Nothing is held back between packets (the decoder's delayed frames are not waited for)."""
         return []
 
-    def _unit(self, body: bytes, capture: float, pts: float) -> Unit:
-        return Unit(self._issue(), body, "image/jpeg", capture, pts, 1)
+    def _unit(self, body: bytes, pts: float, arrived: float) -> Unit:
+        return Unit(self._issue(), body, "image/jpeg", self._clock.capture(pts, arrived), pts, 1)
+
+
+def arrival_timing() -> Callable[[av.Packet], float]:
+    """Packet times from their arrival (seconds since the first): for HTTP MJPEG, whose demuxer
+    makes up a 25 fps pts whatever the camera's real rate."""
+    start = time.monotonic()
+    return lambda _packet: time.monotonic() - start

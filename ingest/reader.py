@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 from ingest.backoff import Backoff
 from ingest.clock import CaptureClock
 from ingest.config import Camera, Mode
-from ingest.frames import FrameSender
+from ingest.frames import FrameSender, arrival_timing
 from ingest.segments import REMUXABLE, Segmenter, pts_seconds
 from ingest.shared import Shared
 from ingest.source import Pacer, open_camera
@@ -23,6 +23,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 END_OF_STREAM = "end of stream"
+#: Demuxers whose timestamps are made up (HTTP MJPEG: 25 fps whatever the camera sends).
+UNTIMED = ("mpjpeg",)
+#: Packets (frames mode) or segments (answered 400 CorruptFrame) in a row that do not decode
+#: before the connection is made again: a camera that changed codec or profile mid-stream.
+UNDECODABLE_IN_A_ROW = 30
 
 
 class Cutter(Protocol):
@@ -53,6 +58,11 @@ class Reader:
         self._dropped = dropped
         self._clock = CaptureClock(shared.now)
         self.stop = threading.Event()
+        self._renew: str | None = None  # why the connection should be made again (set by the senders)
+
+    def renew(self, reason: str) -> None:
+        """Asks for a new connection (the stream no longer decodes: a codec change, say)."""
+        self._renew = reason
 
     def run(self) -> None:
         """Connects and reads until `stop` (or the end of a file that does not loop)."""
@@ -90,8 +100,9 @@ class Reader:
         if not container.streams.video:
             return "the source has no video stream"
         stream = container.streams.video[0]
-        cutter = self._cutter(stream)
+        cutter = self._cutter(stream, container.format.name)
         self._clock.reconnected()
+        self._renew = None
         self._shared.metrics.up(self.camera.name, True)
         context = stream.codec_context
         self._shared.lines.event(self.camera.name, "connected", url=self.camera.display_url, codec=context.name,
@@ -102,6 +113,9 @@ class Reader:
             for packet in container.demux(stream):
                 if self.stop.is_set():
                     return None
+                if self._renew is not None:
+                    reason, self._renew = self._renew, None
+                    return reason
                 if pacer is not None:
                     pacer.wait(pts_seconds(packet), self.stop)
                 for unit in cutter.push(packet):
@@ -111,7 +125,7 @@ class Reader:
                 self._emit(unit)
         return None if self.stop.is_set() else END_OF_STREAM
 
-    def _cutter(self, stream: av.VideoStream) -> Cutter:
+    def _cutter(self, stream: av.VideoStream, demuxer: str) -> Cutter:
         camera = self.camera
         if camera.mode is Mode.SEGMENTS and stream.codec_context.name in REMUXABLE:
             return Segmenter(stream, camera.segment_seconds, self._clock, self._issue, camera.sample_fps,
@@ -120,7 +134,13 @@ class Reader:
             logger.warning("camera %s sends %s, which MPEG-TS segments do not carry: sending frames instead",
                            camera.name, stream.codec_context.name)
         fps = camera.effective_sample_fps or 5.0
-        return FrameSender(stream, fps, self._clock, self._issue, corrupt=lambda: self._dropped("corrupt"))
+        timing = arrival_timing() if demuxer in UNTIMED else pts_seconds
+        return FrameSender(stream, fps, self._clock, self._issue, corrupt=self._corrupt, timing=timing)
+
+    def _corrupt(self, in_a_row: int) -> None:
+        self._dropped("corrupt")
+        if in_a_row >= UNDECODABLE_IN_A_ROW:
+            self.renew(f"reconnect: {in_a_row} packets in a row do not decode")
 
     def _reason(self, exc: BaseException) -> str:
         import av

@@ -9,8 +9,11 @@ from ingest.units import Unit
 
 
 def result_lines(camera: str, unit: Unit, answer: Answer, now: float) -> list[dict[str, Any]]:
-    """Each answered frame as a line (`pts` and `capture_time` from the unit's first frame plus the
-    frame's pts distance from it), or one line with the error's `type` and `message`.
+    """Each answered frame as a line, or one line with the error's `type` and `message`.
+
+    A frame's `pts` is the unit's first pts plus the frame's distance from the answer's first pts
+    (the server's container may shift all times); its `capture_time` is the one the unit holds
+    for that pts.
 
     Args:
         camera: the camera's name.
@@ -26,7 +29,7 @@ def result_lines(camera: str, unit: Unit, answer: Answer, now: float) -> list[di
     lines = []
     for frame, pts in zip(frames, times):
         offset = pts - first if first is not None and isinstance(pts, (int, float)) else 0.0
-        capture = unit.capture_time + offset
+        capture = unit.capture_at(unit.pts + offset)
         lines.append({"camera": camera, "segment": unit.seq, "pts": round(unit.pts + offset, 6),
                       "capture_time": round(capture, 6), "status": 200, "width": frame.get("width"),
                       "height": frame.get("height"), "outputs": frame.get("outputs"),

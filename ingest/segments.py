@@ -36,7 +36,8 @@ class _Open:
         self.buffer = io.BytesIO()
         self.container = av.open(self.buffer, "w", format="mpegts")
         self.stream = self.container.add_stream_from_template(template)
-        self.pts, self.last_pts, self.packets = pts, pts, 0
+        self.pts, self.packets = pts, 0
+        self.arrivals: list[tuple[float, float]] = []  # (pts, arrival) of each packet
 
     def close(self) -> bytes:
         self.container.close()
@@ -71,7 +72,7 @@ class Segmenter:
         pts = pts_seconds(packet)
         if pts is None or packet.size == 0:
             return []
-        self._clock.observe(pts)
+        arrived = self._clock.observe(pts)
         done = []
         if self._open is not None and packet.is_keyframe and pts - self._open.pts >= self._seconds * 0.999:
             done = self.flush()
@@ -82,7 +83,7 @@ class Segmenter:
         packet.stream = self._open.stream
         self._open.container.mux(packet)
         self._open.packets += 1
-        self._open.last_pts = max(self._open.last_pts, pts)
+        self._open.arrivals.append((pts, arrived))
         if self._open.packets >= MAX_PACKETS:
             self._open.container.close()
             self._open = None
@@ -95,5 +96,6 @@ class Segmenter:
         if segment is None:
             return []
         body = segment.close()
-        capture = self._clock.capture(segment.pts, segment.last_pts - segment.pts)  # now: the offset has seen every packet of it
-        return [Unit(self._issue(), body, "video/mp2t", capture, segment.pts, segment.packets, self._fps)]
+        # Stamped now: the offset has seen every packet of the segment (and of a burst it came in).
+        times = tuple((pts, self._clock.capture(pts, arrived)) for pts, arrived in sorted(segment.arrivals))
+        return [Unit(self._issue(), body, "video/mp2t", times[0][1], segment.pts, segment.packets, self._fps, times)]

@@ -17,6 +17,7 @@ class Unit:
         pts: stream time of its first frame, seconds.
         frames: frames in it (before any sampling by the server).
         sample_fps: `X-Sample-Fps`, or None.
+        frame_times: (pts, capture time) of each frame, in presentation order (segments).
     """
 
     seq: int
@@ -26,6 +27,13 @@ class Unit:
     pts: float
     frames: int
     sample_fps: float | None = None
+    frame_times: tuple[tuple[float, float], ...] = ()
+
+    def capture_at(self, pts: float) -> float:
+        """The capture time of the unit's frame nearest to stream time `pts`."""
+        if not self.frame_times:
+            return self.capture_time
+        return min(self.frame_times, key=lambda t: abs(t[0] - pts))[1]
 
     def headers(self, camera: str) -> dict[str, str]:
         """The request headers of DESIGN section 4 for this unit of `camera`."""

@@ -1,8 +1,10 @@
-"""Real RTSP servers for the ingest tests: gst-rtsp-server (`tests/gst_rtsp.py`) and a liar.
+"""Real camera servers for the ingest tests: gst-rtsp-server (`tests/gst_rtsp.py`), an HTTP
+MJPEG camera, and a liar.
 
 `RtspServer` runs GStreamer's RTSP server under Debian's `/usr/bin/python3` (which has `gi`;
 the project's venv does not) and drives it over stdin: resize a mount mid-stream, stall it, kill
-the whole server. `GarbageServer` accepts TCP connections on a port and answers random bytes.
+the whole server. `MjpegServer` serves `multipart/x-mixed-replace` JPEG frames over HTTP, as
+IP cameras' `/video.mjpg` do. `GarbageServer` accepts TCP connections and answers random bytes.
 """
 
 from __future__ import annotations
@@ -125,6 +127,53 @@ class RtspServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class MjpegServer:
+    """An HTTP MJPEG camera: `GET /video.mjpg` streams `frames` (JPEG bytes) round and round at `fps`."""
+
+    BOUNDARY = "frame"
+
+    def __init__(self, frames: list[bytes], fps: float = 10.0) -> None:
+        import http.server
+
+        camera = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+                self.send_response(200)
+                self.send_header("Content-Type", f"multipart/x-mixed-replace; boundary={MjpegServer.BOUNDARY}")
+                self.end_headers()
+                camera.clients += 1
+                n = 0
+                try:
+                    while not camera._stopped.is_set():
+                        jpeg = frames[n % len(frames)]
+                        self.wfile.write(f"--{MjpegServer.BOUNDARY}\r\nContent-Type: image/jpeg\r\n"
+                                         f"Content-Length: {len(jpeg)}\r\n\r\n".encode() + jpeg + b"\r\n")
+                        self.wfile.flush()
+                        n += 1
+                        camera._stopped.wait(1 / fps)
+                except OSError:
+                    pass
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._stopped = threading.Event()
+        self.clients = 0
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/video.mjpg"
+
+    def start(self) -> MjpegServer:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._server.shutdown()
+        self._server.server_close()
 
 
 class GarbageServer:

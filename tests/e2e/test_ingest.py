@@ -1,9 +1,10 @@
 """video-ingest end to end: the real CLI, a real gst-rtsp-server, a real TorchServe.
 
 One TorchServe (frame_quality only) and one RTSP server serve the whole module. One video-ingest
-process (`fleet`) carries six cameras from a YAML file for most tests, which run in file order on
-it: answers in order, a port where nothing listens, garbage on a port, frames mode, a resolution
-change, a stall, renewed keys, a YAML edit, and at last SIGTERM with requests in flight. The
+process (`fleet`) carries nine cameras from a YAML file for most tests, which run in file order
+on it: answers in order (TCP and UDP), a port where nothing listens, garbage on a port, frames
+mode, an HTTP MJPEG camera, a resolution change, a stall, renewed keys, a YAML edit, and at last
+SIGTERM with requests in flight. The
 server-killed test and the credentials test run their own small servers and processes.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -23,8 +25,8 @@ import pytest
 import requests
 
 from tests.e2e.server import TorchServe
-from tests.rtsp_server import GarbageServer, RtspServer, free_port
-from tests.support import ROOT
+from tests.rtsp_server import GarbageServer, MjpegServer, RtspServer, free_port
+from tests.support import ROOT, frame, jpeg
 from tsutil import prom
 
 SIZE = (160, 96)
@@ -124,14 +126,22 @@ def rtsp(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def mjpeg():
+    camera = MjpegServer([jpeg(frame(SIZE[1], SIZE[0], seed)) for seed in range(4)], fps=10).start()
+    yield camera
+    camera.stop()
+
+
+@pytest.fixture(scope="module")
 def garbage():
     server = GarbageServer().start()
     yield server
     server.stop()
 
 
-def _yaml(rtsp: RtspServer, garbage: GarbageServer, nothing: int, with_late: bool = False) -> str:
+def _yaml(rtsp: RtspServer, garbage: GarbageServer, mjpeg: MjpegServer, nothing: int, with_late: bool = False) -> str:
     cams = [("a", rtsp.url("a"), ""), ("b", rtsp.url("b"), ""), ("f", rtsp.url("f"), "    mode: frames\n"),
+            ("b-udp", rtsp.url("b"), "    transport: udp\n"), ("mjpeg", mjpeg.url, ""),
             ("resize", rtsp.url("resize"), ""), ("stall", rtsp.url("stall"), "    stall_seconds: 2\n"),
             ("nothing", f"rtsp://127.0.0.1:{nothing}/x", "")]
     cams.append(("late", rtsp.url("late"), "") if with_late else ("garbage", f"rtsp://127.0.0.1:{garbage.port}/x", ""))
@@ -139,27 +149,28 @@ def _yaml(rtsp: RtspServer, garbage: GarbageServer, nothing: int, with_late: boo
 
 
 @pytest.fixture(scope="module")
-def fleet(torchserve, rtsp, garbage, tmp_path_factory):
+def fleet(torchserve, rtsp, garbage, mjpeg, tmp_path_factory):
     work = tmp_path_factory.mktemp("fleet")
     nothing = free_port()
-    (work / "cameras.yaml").write_text(_yaml(rtsp, garbage, nothing))
+    (work / "cameras.yaml").write_text(_yaml(rtsp, garbage, mjpeg, nothing))
     ingest = Ingest(work, torchserve, ["--config", str(work / "cameras.yaml")])
     ingest.yaml = work / "cameras.yaml"
     ingest.nothing = nothing
+    ingest.mjpeg = mjpeg
     yield ingest
     ingest.kill()
 
 
 def test_two_cameras_answered_in_order_with_pts(fleet):
-    for camera in ("a", "b"):
+    for camera in ("a", "b", "b-udp"):
         fleet.wait(f"3 segments of {camera}", lambda c=camera: len({x["segment"] for x in fleet.answers(c)}) >= 3)
-    for camera in ("a", "b"):
+    for camera in ("a", "b", "b-udp"):
         answers = fleet.answers(camera)
         check_in_order(answers)
         first = [a for a in answers if a["segment"] == answers[0]["segment"]]
         assert 12 <= len(first) <= 20  # about one second of 15 fps (cut at the key frame every 15)
         assert [round(b["pts"] - a["pts"], 3) for a, b in zip(first, first[1:])] == [0.067] * (len(first) - 1)
-        assert all(0 < a["latency_ms"] < 10_000 for a in answers)
+        assert all(0 < a["latency_ms"] < 10_000 for a in answers), [a for a in answers if not 0 < a["latency_ms"] < 10_000][:3]
     [connected] = fleet.events("a", "connected")
     assert (connected["codec"], connected["width"], connected["height"], connected["mode"]) == ("h264", 160, 96,
                                                                                                    "segments")
@@ -199,6 +210,19 @@ def test_frames_mode_sends_five_jpeg_frames_a_second(fleet):
     assert all(s >= 0.2 for s in steps), steps  # 5 of the 15 frames a second
     assert fleet.events("f", "connected")[0]["mode"] == "frames"
     assert fleet.metric("video_ingest_frames_total", camera="f", status="200") >= len(answers)
+
+
+def test_an_http_mjpeg_camera_is_sampled_by_arrival_and_sent_as_it_came(fleet):
+    fleet.wait("10 frames of mjpeg", lambda: len(fleet.answers("mjpeg")) >= 10)
+    [connected] = fleet.events("mjpeg", "connected")
+    assert (connected["codec"], connected["mode"]) == ("mjpeg", "frames")  # segments asked: MJPEG goes as frames
+    answers = fleet.answers("mjpeg")
+    check_in_order(answers)
+    steps = [b["pts"] - a["pts"] for a, b in zip(answers, answers[1:])]
+    # 5 of the 10 a second, by arrival time: one a 0.2 s slot (arrival jitter moves single steps)
+    assert statistics.median(steps) == pytest.approx(0.2, abs=0.03) and all(0.05 < s < 0.4 for s in steps), steps
+    span = answers[-1]["capture_time"] - answers[0]["capture_time"]
+    assert span == pytest.approx(answers[-1]["pts"] - answers[0]["pts"], abs=0.05)
 
 
 def test_resolution_change_mid_stream(fleet, rtsp, torchserve):
@@ -243,10 +267,10 @@ def test_renewed_keys_lose_no_answer(fleet, torchserve):
 
 def test_yaml_edit_adds_and_removes_cameras_and_keeps_the_others(fleet, rtsp, garbage):
     mark = len(fleet.lines())
-    fleet.yaml.write_text(_yaml(rtsp, garbage, fleet.nothing, with_late=True))
+    fleet.yaml.write_text(_yaml(rtsp, garbage, fleet.mjpeg, fleet.nothing, with_late=True))
     fleet.wait("late answered", lambda: fleet.answers("late", mark), timeout=60)
     [reloaded] = fleet.events(None, "reloaded", mark)
-    assert reloaded["cameras"] == ["a", "b", "f", "late", "nothing", "resize", "stall"]
+    assert reloaded["cameras"] == ["a", "b", "b-udp", "f", "late", "mjpeg", "nothing", "resize", "stall"]
     [stopped] = fleet.events("garbage", "stopped", mark)
     assert stopped["sent"] == 0
     assert fleet.events("a", "connected", mark) == [] and fleet.events("a", "stopped", mark) == []

@@ -65,7 +65,7 @@ def test_capture_times_only_increase_whatever_the_pts_and_reconnects(steps, reco
             clock.reconnected()
         now[0] += advance
         stamp = clock.stamp(pts)
-        assert stamp > last
+        assert stamp > last and stamp <= now[0] + 1e-3 * (i + 1)
         last = stamp
 
 
@@ -76,11 +76,22 @@ def test_capture_time_follows_the_pts_from_the_packet_that_came_soonest():
     now[0] = 1000.9  # arrived late by 0.4 s: the stream's own time counts
     assert clock.stamp(5.5) == pytest.approx(1000.5)
     burst = CaptureClock(lambda: now[0])  # a burst after probing: all came at 1000.9
-    for pts in (5.0, 5.5, 6.0):
-        burst.observe(pts)
-    assert burst.capture(5.0) == pytest.approx(999.9)  # the last of the burst was the live one
+    arrivals = [burst.observe(pts) for pts in (5.0, 5.5, 6.0)]
+    # The last of the burst was the live one; none is stamped after its arrival.
+    assert [burst.capture(p, a) for p, a in zip((5.0, 5.5, 6.0), arrivals)] == pytest.approx([999.9, 1000.4, 1000.9])
     now[0] = 1010.0  # stream time fell 3.6 s behind (a slow camera clock): re-anchored on arrival
     assert burst.stamp(6.5) == pytest.approx(1010.0)
+
+
+def test_a_frame_is_never_stamped_after_it_arrived_even_when_the_offset_shrinks():
+    now = [1000.0]
+    clock = CaptureClock(lambda: now[0])
+    first = [(p, clock.observe(p)) for p in (1.0, 1.5)]  # a burst: both at 1000.0
+    stamped = [clock.capture(p, a) for p, a in first]
+    now[0] = 1000.1
+    later = [(p, clock.observe(p)) for p in (2.0, 2.5)]  # live now: the offset shrinks by 0.9 s
+    stamped += [clock.capture(p, a) for p, a in later]
+    assert stamped == sorted(stamped) and all(s <= a for s, (_, a) in zip(stamped, first + later))
 
 
 def test_latest_drops_the_oldest_unsent_and_every_waits():
@@ -118,7 +129,8 @@ def test_result_lines_one_per_frame_with_pts_and_capture_time_from_the_segment()
     body = {"stream_id": "a", "frame_id": "7", "frames": [
         {"width": 320, "height": 240, "outputs": {"brightness": 1.0}, "pts": 1.4},
         {"width": 320, "height": 240, "outputs": {"brightness": 2.0}, "pts": 1.5}]}
-    lines = result_lines("a", unit(7, capture=100.0, pts=3.0), Answer(200, body), now=100.6)
+    segment = Unit(7, b"", "video/mp2t", 100.0, 3.0, 2, None, ((3.0, 100.0), (3.1, 100.1)))
+    lines = result_lines("a", segment, Answer(200, body), now=100.6)
     assert [(r["segment"], r["pts"], r["capture_time"], r["latency_ms"]) for r in lines] == [
         (7, 3.0, 100.0, 600.0), (7, 3.1, 100.1, 500.0)]
     assert lines[1]["outputs"] == {"brightness": 2.0} and lines[0]["status"] == 200

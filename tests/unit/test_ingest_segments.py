@@ -8,6 +8,7 @@ import io
 import threading
 
 import av
+import pytest
 import simplejpeg
 
 from ingest.clock import CaptureClock
@@ -47,9 +48,11 @@ def test_segments_cut_at_key_frames_every_second_and_decode_alone():
     assert {(w, h) for d in decoded for w, h, _ in d} == {(160, 96)}
     starts = [u.pts for u in units]
     assert [round(b - a, 3) for a, b in zip(starts, starts[1:])] == [1.0, 1.0]
-    captures = [u.capture_time for u in units]
-    # All arrived at once: the packet that came soonest (the last) anchors, earlier ones lie before it.
-    assert captures[0] == 999.0 and captures == sorted(set(captures))
+    captures = [t for u in units for _, t in u.frame_times]
+    assert [u.capture_time for u in units] == [u.frame_times[0][1] for u in units]
+    # All arrived at once (1000.0): none is stamped later; earlier ones lie before it by their pts.
+    assert captures == sorted(set(captures)) and max(captures) <= 1000.0
+    assert captures[0] == pytest.approx(1000.0 - 15 / 15)
 
 
 def test_segments_with_b_frames_and_a_longer_cut_keep_every_frame_once():
@@ -98,3 +101,21 @@ def test_a_stop_event_is_what_pacing_waits_on():
     pacer.wait(0.0, stop)
     stop.set()
     pacer.wait(100.0, stop)  # returns at once: stopping never waits out a file's pace
+
+
+def test_packets_that_do_not_decode_are_counted_in_a_row_and_a_good_one_resets_the_count():
+    from fractions import Fraction
+
+    body = segment("mp4", width=160, height=96, frames=4, fps=10, codec="libx264", bframes=0)
+    container = av.open(io.BytesIO(body), format="mp4")
+    stream = container.streams.video[0]
+    good = [p for p in container.demux(stream) if p.size]
+    calls: list[int] = []
+    sender = FrameSender(stream, 5.0, CaptureClock(lambda: 0.0), _issue(), corrupt=calls.append)
+    assert len(sender.push(good[0])) == 1
+    for i in range(3):
+        garbage = av.Packet(b"\x00\x00\x01\x65" + bytes(range(256)) * 4)
+        garbage.pts, garbage.time_base = 1000 + i, Fraction(1, 10)
+        assert sender.push(garbage) == []
+    container.close()
+    assert calls[:1] == [1] and calls == list(range(1, len(calls) + 1))
