@@ -29,4 +29,4 @@ class Backoff:
             self.attempts = 0
         ceiling = min(self.cap_s, self.first_s * 2 ** min(self.attempts, 30))
         self.attempts += 1
-        return max(self.first_s, min(self.cap_s, ceiling * (0.5 + self._random.random())))
+        return float(max(self.first_s, min(self.cap_s, ceiling * (0.5 + self._random.random()))))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,10 +46,10 @@ class Sampler:
 
 def encode_jpeg(frame: av.VideoFrame) -> bytes:
     """The frame as JPEG by libjpeg-turbo (simplejpeg), from its YUV planes when it has 4:2:0."""
-    import simplejpeg
+    import simplejpeg  # type: ignore[import-untyped]
 
     if frame.format.name in ("yuv420p", "yuvj420p") and frame.width % 2 == 0 and frame.height % 2 == 0:
-        planes = [np.frombuffer(p, np.uint8).reshape(p.height, p.line_size)[:, :p.width] for p in frame.planes]
+        planes = [np.frombuffer(memoryview(p), np.uint8).reshape(p.height, p.line_size)[:, :p.width] for p in frame.planes]
         return bytes(simplejpeg.encode_jpeg_yuv_planes(*planes, quality=JPEG_QUALITY))
     return bytes(simplejpeg.encode_jpeg(frame.to_ndarray(format="rgb24"), quality=JPEG_QUALITY, colorspace="RGB"))
 
@@ -69,7 +69,7 @@ class FrameSender:
 
     def __init__(self, stream: av.VideoStream, fps: float, clock: CaptureClock, issue: Callable[[], int],
                  corrupt: Callable[[int], None] = lambda n: None,
-                 timing: Callable[[av.Packet], float | None] = pts_seconds) -> None:
+                 timing: Callable[[av.Packet[Any]], float | None] = pts_seconds) -> None:
         self._stream = stream
         self._timing = timing
         self._sampler = Sampler(fps)
@@ -79,7 +79,7 @@ class FrameSender:
         self._passthrough = stream.codec_context.name == "mjpeg"
         self._failures = 0
 
-    def push(self, packet: av.Packet) -> list[Unit]:
+    def push(self, packet: av.Packet[Any]) -> list[Unit]:
         """Takes one packet; returns the frames kept from it, encoded."""
         import av
 
@@ -111,7 +111,7 @@ class FrameSender:
         return Unit(self._issue(), body, "image/jpeg", self._clock.capture(pts, arrived), pts, 1)
 
 
-def arrival_timing() -> Callable[[av.Packet], float]:
+def arrival_timing() -> Callable[[av.Packet[Any]], float]:
     """Packet times from their arrival (seconds since the first): for HTTP MJPEG, whose demuxer
     makes up a 25 fps pts whatever the camera's real rate."""
     start = time.monotonic()

@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ingest.backoff import Backoff
 from ingest.clock import CaptureClock
@@ -33,7 +33,7 @@ UNDECODABLE_IN_A_ROW = 30
 class Cutter(Protocol):
     """Turns packets into units (segments or frames)."""
 
-    def push(self, packet: av.Packet) -> list[Unit]: ...
+    def push(self, packet: av.Packet[Any]) -> list[Unit]: ...
 
     def flush(self) -> list[Unit]: ...
 
@@ -63,6 +63,10 @@ class Reader:
     def renew(self, reason: str) -> None:
         """Asks for a new connection (the stream no longer decodes: a codec change, say)."""
         self._renew = reason
+
+    def _take_renew(self) -> str | None:
+        reason, self._renew = self._renew, None
+        return reason
 
     def run(self) -> None:
         """Connects and reads until `stop` (or the end of a file that does not loop)."""
@@ -113,9 +117,9 @@ class Reader:
             for packet in container.demux(stream):
                 if self.stop.is_set():
                     return None
-                if self._renew is not None:
-                    reason, self._renew = self._renew, None
-                    return reason
+                renew = self._take_renew()
+                if renew is not None:
+                    return renew
                 if pacer is not None:
                     pacer.wait(pts_seconds(packet), self.stop)
                 for unit in cutter.push(packet):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ingest.clock import CaptureClock
 from ingest.units import Unit
@@ -19,7 +19,7 @@ REMUXABLE = ("h264", "hevc")
 MAX_PACKETS = 600
 
 
-def pts_seconds(packet: av.Packet) -> float | None:
+def pts_seconds(packet: av.Packet[Any]) -> float | None:
     """The packet's presentation time in seconds (its decode time when it has none)."""
     stamp = packet.pts if packet.pts is not None else packet.dts
     if stamp is None or packet.time_base is None:
@@ -67,7 +67,7 @@ class Segmenter:
         self._oversized = oversized
         self._open: _Open | None = None
 
-    def push(self, packet: av.Packet) -> list[Unit]:
+    def push(self, packet: av.Packet[Any]) -> list[Unit]:
         """Takes one packet; returns the segment it completed, if any."""
         pts = pts_seconds(packet)
         if pts is None or packet.size == 0:

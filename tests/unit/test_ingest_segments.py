@@ -119,3 +119,10 @@ def test_packets_that_do_not_decode_are_counted_in_a_row_and_a_good_one_resets_t
         assert sender.push(garbage) == []
     container.close()
     assert calls[:1] == [1] and calls == list(range(1, len(calls) + 1))
+
+
+def test_h265_is_remuxed_too():
+    body = segment("mpegts", width=160, height=96, frames=30, fps=15, codec="libx265", gop=15, bframes=0)
+    units = _cut(body, "mpegts", lambda s: Segmenter(s, 1.0, CaptureClock(lambda: 0.0), _issue()))
+    assert [u.frames for u in units] == [15, 15]
+    assert [len(_decode(u.body)) for u in units] == [15, 15]
