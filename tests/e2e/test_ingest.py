@@ -382,3 +382,29 @@ def test_credentials_appear_in_no_output(torchserve, tmp_path):
     for where, text in outputs.items():
         for secret in (user, password, wrong, env["CAM_URL"]):
             assert secret not in text, f"{secret!r} in the {where}"
+
+
+def test_a_torchserve_restart_is_waited_out_with_new_keys(torchserve, tmp_path):
+    """Last: it restarts the module's TorchServe. Meanwhile units are retried and, as newer ones
+    wait (`latest`), dropped as `unavailable`; after the restart the new key is read and answers
+    come again. Nothing is answered 400 (refused key) and the process never stops."""
+    camera = RtspServer({"cam": (*SIZE, FPS)}, log=tmp_path / "gst.log").start()
+    ingest = Ingest(tmp_path, torchserve, ["--camera", f"cam={camera.url('cam')}"])
+    try:
+        ingest.wait("answers", lambda: ingest.answers("cam"))
+        old_key = torchserve.key()
+        torchserve.stop()
+        mark = len(ingest.lines())
+        ingest.wait("drops while TorchServe is down",
+                    lambda: [e for e in ingest.events("cam", "dropped", mark) if e["reason"] == "unavailable"])
+        torchserve.start()
+        assert torchserve.key() != old_key
+        back = len(ingest.lines())
+        ingest.wait("answers after the restart", lambda: len(ingest.answers("cam", back)) >= 15, timeout=60)
+        check_in_order(ingest.answers("cam"))
+        assert {x["status"] for x in ingest.lines() if "status" in x} == {200}
+        code, _ = ingest.stop()
+        assert code == 0
+    finally:
+        ingest.kill()
+        camera.stop()
