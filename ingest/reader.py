@@ -113,8 +113,10 @@ class Reader:
                                  width=context.width, height=context.height,
                                  mode=Mode.FRAMES.value if isinstance(cutter, FrameSender) else Mode.SEGMENTS.value)
         pacer = Pacer() if self.camera.is_file else None
+        packets = 0
         try:
             for packet in container.demux(stream):
+                packets += 1
                 if self.stop.is_set():
                     return None
                 renew = self._take_renew()
@@ -127,7 +129,9 @@ class Reader:
         finally:
             for unit in cutter.flush():
                 self._emit(unit)
-        return None if self.stop.is_set() else END_OF_STREAM
+        if self.stop.is_set():
+            return None
+        return END_OF_STREAM if packets else "the stream ended before its first packet"
 
     def _cutter(self, stream: av.VideoStream, demuxer: str) -> Cutter:
         camera = self.camera
