@@ -48,3 +48,41 @@ def test_shards_split_the_list_and_each_stops_cleanly(tmp_path):
 def test_no_camera_is_a_usage_error():
     done = run()
     assert done.returncode == 2 and "give --config cameras.yaml or at least one --camera NAME=URL" in done.stderr
+
+
+def test_sighup_reloads_the_list_and_an_edit_starts_and_stops_cameras(tmp_path):
+    import signal
+    import time
+
+    port = free_port()
+    config, results = tmp_path / "cameras.yaml", tmp_path / "results.jsonl"
+
+    def write(*names: str) -> None:
+        config.write_text("cameras:\n" + "".join(f"  - name: {n}\n    url: rtsp://127.0.0.1:{port}/{n}\n" for n in names))
+
+    def events(kind: str) -> list[dict]:
+        text = results.read_text() if results.exists() else ""
+        return [x for x in map(json.loads, text.splitlines()) if x.get("event") == kind]
+
+    def wait(condition) -> None:
+        deadline = time.monotonic() + 30
+        while not condition():
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.1)
+
+    write("a", "b")
+    process = subprocess.Popen([sys.executable, "-m", "ingest.cli", "--config", str(config), "--results", str(results),
+                                "--url", f"http://127.0.0.1:{free_port()}"], cwd=ROOT, stderr=subprocess.DEVNULL)
+    try:
+        wait(lambda: len(events("started")) == 2)
+        process.send_signal(signal.SIGHUP)
+        wait(lambda: events("reloaded"))
+        assert events("reloaded")[0]["cameras"] == ["a", "b"] and len(events("started")) == 2  # same list: no restart
+        write("b", "c")
+        wait(lambda: len(events("reloaded")) == 2 and events("stopped") and len(events("started")) == 3)
+        assert [e["camera"] for e in events("started")] == ["a", "b", "c"]
+        assert [e["camera"] for e in events("stopped")] == ["a"]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=15) == 0
+    finally:
+        process.kill()
