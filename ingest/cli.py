@@ -83,6 +83,11 @@ class Signals:
 
 
 def _logging(level: str, redact: Redactor) -> None:
+    import av.logging
+
+    # FFmpeg's own log lines go straight to stderr and name the URL, credentials included: off
+    # (PyAV's default; said here so that no upgrade turns them on). Errors still come as exceptions.
+    av.logging.set_level(None)
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(RedactingFilter(redact))
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
