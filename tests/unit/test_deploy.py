@@ -345,3 +345,67 @@ def test_the_auth_proxy_serves_ping_and_refuses_other_paths(auth_proxy):
         assert (status, body["type"]) == (404, "NotFound"), path
         assert "/v2/models/{model}/infer" in body["message"]
     assert [s[1] for s in seen] == ["/ping"]
+
+
+# video-ingest (docs/ingest.md): the StatefulSet, its camera list, its Secret, its metrics.
+INGEST = DOCS["StatefulSet", "video-ingest"]
+INGEST_POD = INGEST["spec"]["template"]["spec"]
+[INGEST_CONTAINER] = INGEST_POD["containers"]
+INGEST_ARGS = dict(a.removeprefix("--").split("=", 1) for a in INGEST_CONTAINER["args"])
+
+
+def test_the_ingest_shard_is_the_pod_index_and_counts_the_replicas():
+    from ingest.shard import Shard
+
+    env = {e["name"]: e for e in INGEST_CONTAINER["env"]}
+    assert env["POD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['apps.kubernetes.io/pod-index']"
+    index, count = INGEST_ARGS["shard"].split("/")
+    assert index == "$(POD_INDEX)" and int(count) == INGEST["spec"]["replicas"]
+    for k in range(int(count)):
+        assert Shard.parse(f"{k}/{count}")
+    assert INGEST["spec"]["serviceName"] == DOCS["Service", "video-ingest"]["metadata"]["name"]
+    assert DOCS["Service", "video-ingest"]["spec"]["clusterIP"] == "None"
+
+
+def test_the_ingest_camera_list_parses_with_the_secret_as_its_environment():
+    from ingest import config
+
+    volumes = {v["name"]: v for v in INGEST_POD["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in INGEST_CONTAINER["volumeMounts"]}
+    directory, _, file = INGEST_ARGS["config"].rpartition("/")
+    configmap = DOCS["ConfigMap", volumes[mounts[directory]]["configMap"]["name"]]
+    [secret_ref] = INGEST_CONTAINER["envFrom"]
+    secret = DOCS["Secret", secret_ref["secretRef"]["name"]]
+    cameras = config.parse(yaml.safe_load(configmap["data"][file]), file, environ=secret["stringData"])
+    assert [c.name for c in cameras] == ["gate-1", "gate-2", "lobby", "dock"]
+    used = set(re.findall(r"\$\{(\w+)\}", configmap["data"][file]))
+    assert used == set(secret["stringData"])  # every ${VAR} has its key, no key is unused
+    assert all("change-me" not in c.display_url for c in cameras)
+
+
+def test_ingest_sends_to_the_torchserve_service_with_the_proxy_token():
+    service = DOCS["Service", "video-torchserve"]
+    [port] = service["spec"]["ports"]
+    assert INGEST_ARGS["url"] == f"http://{service['metadata']['name']}:{port['port']}"
+    volumes = {v["name"]: v for v in INGEST_POD["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in INGEST_CONTAINER["volumeMounts"]}
+    directory, _, key = INGEST_ARGS["token-file"].rpartition("/")
+    proxy = CONTAINERS["auth-proxy"]
+    token = proxy["env"][0]["valueFrom"]["secretKeyRef"]
+    assert volumes[mounts[directory]]["secret"]["secretName"] == token["name"] and key == token["key"]
+    assert INGEST_ARGS["model"] in MODELS
+
+
+def test_ingest_runs_from_the_image_and_exposes_the_metrics_the_podmonitor_scrapes():
+    assert INGEST_CONTAINER["command"] == ["video-ingest"]
+    assert "/usr/local/bin/video-ingest" in DOCKERFILE and "COPY ingest/" in DOCKERFILE
+    ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().split()
+    for copied in re.findall(r"^COPY (?:--\S+ )*(\w+)/ ", DOCKERFILE, re.M):
+        assert f"!{copied}/" in ignore, f"{copied}/ is copied but not in the build context"
+    [port] = INGEST_CONTAINER["ports"]
+    assert port["containerPort"] == int(INGEST_ARGS["metrics-port"]) and INGEST_ARGS["metrics-address"] == "0.0.0.0"
+    monitor = DOCS["PodMonitor", "video-ingest"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= INGEST["spec"]["template"]["metadata"]["labels"].items()
+    assert [e["port"] for e in monitor["spec"]["podMetricsEndpoints"]] == [port["name"]]
+    assert INGEST_POD["terminationGracePeriodSeconds"] > 10  # the bridge's clean exit takes at most 10 s
+    assert INGEST_POD["securityContext"]["runAsNonRoot"] is True

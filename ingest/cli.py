@@ -1,0 +1,154 @@
+"""`video-ingest`: camera streams in, TorchServe answers out (DESIGN.md section 4c, docs/ingest.md).
+
+    video-ingest --camera gate-1=rtsp://gate-1.example/stream1
+    video-ingest --config cameras.yaml --results results.jsonl --metrics-port 9108
+
+Runs until SIGTERM or SIGINT (then exits within 10 s, everything in flight answered or counted),
+`--duration` seconds, or the end of every file source that does not loop. SIGHUP, or a change of
+the `--config` file, reloads the camera list.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from ingest import config
+from ingest.camera import CameraWorker
+from ingest.client import Keys
+from ingest.clock import WallClock
+from ingest.config import Camera, ConfigError, Mode, Transport
+from ingest.fleet import DRAIN_S, Fleet
+from ingest.metrics import Metrics
+from ingest.output import Lines
+from ingest.redact import RedactingFilter, Redactor
+from ingest.shard import Shard
+from ingest.shared import Shared
+from ingest.watch import FileWatch
+
+logger = logging.getLogger("ingest")
+
+WATCH_S = 1.0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="video-ingest", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", type=Path, help="YAML camera list (reloaded on change and on SIGHUP)")
+    p.add_argument("--camera", action="append", default=[], metavar="NAME=URL", help="a camera (repeatable)")
+    p.add_argument("--mode", choices=[m.value for m in Mode], default="segments", help="for --camera cameras")
+    p.add_argument("--sample-fps", type=float, help="for --camera cameras (frames mode: default 5)")
+    p.add_argument("--transport", choices=[t.value for t in Transport], default="tcp", help="RTSP, --camera")
+    p.add_argument("--loop", action="store_true", help="file --camera sources start again at their end")
+    p.add_argument("--url", default="http://127.0.0.1:8080", help="TorchServe's inference address")
+    p.add_argument("--model", default="frame_quality")
+    p.add_argument("--token-file", type=Path, default=Path("key_file.json"),
+                   help="TorchServe's key_file.json (re-read when a key is refused)")
+    p.add_argument("--results", type=Path, help="JSON lines file (default: standard output)")
+    p.add_argument("--metrics-port", type=int, help="Prometheus /metrics on PORT of --metrics-address")
+    p.add_argument("--metrics-address", default="127.0.0.1", help="default 127.0.0.1 (a pod: 0.0.0.0)")
+    p.add_argument("--duration", type=float, help="seconds to run (default: until SIGTERM/SIGINT)")
+    p.add_argument("--shard", type=Shard.parse, default=Shard(), metavar="K/N", help="a stable share of the list")
+    p.add_argument("--log-level", default="INFO")
+    return p
+
+
+def cameras(args: argparse.Namespace) -> list[Camera]:
+    """The cameras of `--config` and `--camera`.
+
+    Raises:
+        ConfigError: naming the camera and the fix.
+    """
+    listed = config.load(args.config) if args.config else []
+    settings = {"mode": args.mode, "transport": args.transport, "loop": args.loop, "sample_fps": args.sample_fps}
+    given = [config.from_argument(text, **settings) for text in args.camera]
+    return config.unique([*listed, *given], "--config and --camera")
+
+
+class Signals:
+    """SIGTERM/SIGINT set `stop`, SIGHUP sets `reload`."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.reload = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: self.stop.set())
+        signal.signal(signal.SIGINT, lambda *_: self.stop.set())
+        signal.signal(signal.SIGHUP, lambda *_: self.reload.set())
+
+
+def _logging(level: str, redact: Redactor) -> None:
+    import av.logging
+
+    # FFmpeg's own log lines go straight to stderr and name the URL, credentials included: off
+    # (PyAV's default; said here so that no upgrade turns them on). Errors still come as exceptions.
+    av.logging.set_level(None)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(RedactingFilter(redact))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    redact = Redactor()
+    _logging(args.log_level, redact)
+    if not args.config and not args.camera:
+        parser().error("give --config cameras.yaml or at least one --camera NAME=URL")
+    try:
+        listed = cameras(args)
+    except ConfigError as exc:
+        print(f"video-ingest: {redact(str(exc))}", file=sys.stderr)
+        return 2
+    redact.update(s for c in listed for s in c.secrets)
+    signals = Signals()
+    now = WallClock()
+    lines = Lines(args.results, redact, now)
+    metrics = Metrics()
+    if args.metrics_port is not None:
+        metrics.serve(args.metrics_port, args.metrics_address)
+    shared = Shared(args.url, args.model, Keys(args.token_file), lines, metrics, redact, now)
+    fleet = Fleet(lambda camera: CameraWorker(camera, shared).start(), args.shard)
+    fleet.apply(listed)
+    try:
+        _run(args, fleet, signals, redact, lines)
+    finally:
+        fleet.stop_all(time.monotonic() + DRAIN_S)
+        lines.close()
+    return 0
+
+
+def _run(args: argparse.Namespace, fleet: Fleet, signals: Signals, redact: Redactor, lines: Lines) -> None:
+    """Waits for the end (signal, duration, files done), reloading the list when it changes."""
+    end = None if args.duration is None else time.monotonic() + args.duration
+    watch = FileWatch(args.config) if args.config else None
+    while not signals.stop.wait(min(WATCH_S, max(0.0, end - time.monotonic())) if end else WATCH_S):
+        if end is not None and time.monotonic() >= end:
+            return
+        if fleet.finished:
+            return
+        if watch is not None and (watch.changed() or signals.reload.is_set()):
+            signals.reload.clear()
+            _reload(args, fleet, redact, lines)
+
+
+def _reload(args: argparse.Namespace, fleet: Fleet, redact: Redactor, lines: Lines) -> None:
+    try:
+        listed = cameras(args)
+    except ConfigError as exc:
+        message = redact(str(exc))
+        logger.error("camera list not reloaded, the running cameras go on: %s", message)
+        lines.event(None, "config_error", message=message)
+        return
+    redact.update(s for c in listed for s in c.secrets)
+    lines.event(None, "reloaded", cameras=sorted(c.name for c in listed if args.shard.includes(c.name)))
+    fleet.apply(listed)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

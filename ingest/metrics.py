@@ -1,0 +1,69 @@
+"""The bridge's Prometheus metrics (`--metrics-port`, on 127.0.0.1 unless told), labelled by camera name only."""
+
+from __future__ import annotations
+
+import threading
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+
+
+class Metrics:
+    """Declared once; a removed camera's series are removed with it. Never raises into a camera."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self._up = Gauge("video_ingest_up", "1 while the camera is connected", ["camera"], registry=r)
+        self._reconnects = Counter("video_ingest_reconnects", "reconnect attempts", ["camera"], registry=r)
+        self._segments = Counter("video_ingest_segments", "segments answered, by HTTP status",
+                                 ["camera", "status"], registry=r)
+        self._frames = Counter("video_ingest_frames", "frames answered, by HTTP status",
+                               ["camera", "status"], registry=r)
+        self._dropped = Counter("video_ingest_dropped", "segments or frames dropped before an answer",
+                                ["camera", "reason"], registry=r)
+        self._lag = Gauge("video_ingest_lag_seconds", "capture to answer of the camera's latest answer",
+                          ["camera"], registry=r)
+        self._lock = threading.Lock()
+        self._series: dict[str, set[tuple[Counter | Gauge, tuple[str, ...]]]] = {}
+
+    def serve(self, port: int, address: str = "127.0.0.1") -> None:
+        """Serves `/metrics` on `address`:`port`."""
+        start_http_server(port, addr=address, registry=self.registry)
+
+    def _child(self, metric: Counter | Gauge, *labels: str):  # type: ignore[no-untyped-def]
+        with self._lock:
+            self._series.setdefault(labels[0], set()).add((metric, labels))
+        return metric.labels(*labels)
+
+    def add(self, camera: str) -> None:
+        """A camera starts: down until it connects, no reconnects yet."""
+        self._child(self._up, camera).set(0)
+        self._child(self._reconnects, camera)
+
+    def up(self, camera: str, connected: bool) -> None:
+        self._child(self._up, camera).set(1 if connected else 0)
+
+    def reconnect(self, camera: str) -> None:
+        self._child(self._reconnects, camera).inc()
+
+    def answered(self, camera: str, status: int, frames: int, segment: bool) -> None:
+        """One request answered with `status`, holding `frames` frames."""
+        if segment:
+            self._child(self._segments, camera, str(status)).inc()
+        self._child(self._frames, camera, str(status)).inc(frames)
+
+    def dropped(self, camera: str, reason: str, count: int = 1) -> None:
+        self._child(self._dropped, camera, reason).inc(count)
+
+    def lag(self, camera: str, seconds: float) -> None:
+        self._child(self._lag, camera).set(seconds)
+
+    def remove(self, camera: str) -> None:
+        """A camera is gone from the list: its series go too."""
+        with self._lock:
+            series = self._series.pop(camera, set())
+        for metric, labels in series:
+            try:
+                metric.remove(*labels)
+            except KeyError:
+                pass

@@ -1,0 +1,46 @@
+"""An answer -> the result lines of DESIGN section 4c: one per frame, or one for an error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ingest.client import Answer
+from ingest.units import Unit
+
+
+def result_lines(camera: str, unit: Unit, answer: Answer, now: float) -> list[dict[str, Any]]:
+    """Each answered frame as a line, or one line with the error's `type` and `message`.
+
+    A frame's `pts` is the unit's first pts plus the frame's distance from the answer's first pts
+    (the server's container may shift all times); its `capture_time` is the one the unit holds
+    for that pts.
+
+    Args:
+        camera: the camera's name.
+        unit: what was sent.
+        answer: TorchServe's answer (status None: nothing answered).
+        now: the wall clock when the answer came.
+    """
+    frames = (answer.body or {}).get("frames") if answer.status == 200 else None
+    if not isinstance(frames, list) or not frames:
+        return [_error(camera, unit, answer, now)]
+    times = [f.get("pts") for f in frames]
+    first = min((t for t in times if isinstance(t, (int, float))), default=None)
+    lines = []
+    for frame, pts in zip(frames, times):
+        offset = pts - first if first is not None and isinstance(pts, (int, float)) else 0.0
+        capture = unit.capture_at(unit.pts + offset)
+        lines.append({"camera": camera, "segment": unit.seq, "pts": round(unit.pts + offset, 6),
+                      "capture_time": round(capture, 6), "status": 200, "width": frame.get("width"),
+                      "height": frame.get("height"), "outputs": frame.get("outputs"),
+                      "latency_ms": round((now - capture) * 1000, 1)})
+    return lines
+
+
+def _error(camera: str, unit: Unit, answer: Answer, now: float) -> dict[str, Any]:
+    body = answer.body or {}
+    kind = body.get("type") or ("Unavailable" if answer.status is None else f"HTTP{answer.status}")
+    message = body.get("message") or answer.error or ""
+    return {"camera": camera, "segment": unit.seq, "pts": round(unit.pts, 6),
+            "capture_time": round(unit.capture_time, 6), "status": answer.status, "type": str(kind),
+            "message": str(message)[:500], "latency_ms": round((now - unit.capture_time) * 1000, 1)}

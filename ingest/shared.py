@@ -1,0 +1,34 @@
+"""What every camera of one process shares: where to send, the key, the outputs, the clock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ingest.client import Keys
+from ingest.clock import WallClock
+from ingest.metrics import Metrics
+from ingest.output import Lines
+from ingest.redact import Redactor
+
+
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """The process's services, handed to each camera.
+
+    Attributes:
+        url: TorchServe's inference address.
+        model: the model to post to.
+        keys: the inference key.
+        lines: results and events.
+        metrics: Prometheus metrics.
+        redact: masks secrets in texts.
+        now: the wall clock (monotonic since start).
+    """
+
+    url: str
+    model: str
+    keys: Keys
+    lines: Lines
+    metrics: Metrics
+    redact: Redactor
+    now: WallClock
