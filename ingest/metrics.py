@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
@@ -63,7 +64,5 @@ class Metrics:
         with self._lock:
             series = self._series.pop(camera, set())
         for metric, labels in series:
-            try:
+            with contextlib.suppress(KeyError):  # never set for this camera
                 metric.remove(*labels)
-            except KeyError:
-                pass

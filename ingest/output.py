@@ -22,7 +22,7 @@ class Lines:
     """
 
     def __init__(self, path: Path | None, redact: Redactor, now: WallClock) -> None:
-        self._out: TextIO = sys.stdout if path is None else Path(path).open("a", buffering=1)
+        self._out: TextIO = sys.stdout if path is None else Path(path).open("a", buffering=1)  # noqa: SIM115 (kept open; close() closes it)
         self._owned = path is not None
         self._redact = redact
         self._now = now
