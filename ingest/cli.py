@@ -1,4 +1,4 @@
-"""`video-ingest`: camera streams in, TorchServe answers out (DESIGN.md section 4c, docs/ingest.md).
+"""`video-ingest`: camera streams in, TorchServe answers out (docs/ingest.md).
 
     video-ingest --camera gate-1=rtsp://gate-1.example/stream1
     video-ingest --config cameras.yaml --results results.jsonl --metrics-port 9108
