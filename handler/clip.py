@@ -91,6 +91,7 @@ class Meta:
         frame_id: `X-Frame-Id`, echoed back (at most 256 characters).
         sized: `X-Frame-Width` or `X-Frame-Height` was given (the body is raw pixels).
         pixel_format: `X-Pixel-Format` of raw pixels, lower case.
+        parsed: the numeric headers by name, each its value or the error it gave.
     """
 
     stream_id: str | None = None
