@@ -7,6 +7,7 @@ seen, the limit, and the `handler:` setting that sets it.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,10 +27,12 @@ class Limits:
     max_clip_pixels: int
     max_video_frames: int
 
-    @classmethod
-    def of(cls, config: HandlerConfig) -> Limits:
-        return cls(config.max_width, config.max_height, config.max_clip_frames, config.max_clip_pixels,
-                   config.max_video_frames)
+    @staticmethod
+    @functools.lru_cache(maxsize=16)
+    def of(config: HandlerConfig) -> Limits:
+        """The config's limits: one object per config (frozen and hashable), not one per frame."""
+        return Limits(config.max_width, config.max_height, config.max_clip_frames, config.max_clip_pixels,
+                      config.max_video_frames)
 
     def frame(self, width: int, height: int, what: str = "frame", verb: str = " is") -> None:
         """One frame's size.
