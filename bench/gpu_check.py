@@ -150,11 +150,11 @@ def _sync_free(device: torch.device, pipeline, loads: list, report: dict) -> Non
     errors: list[str] = []
     cuda = device.type == "cuda"
 
-    def guarded(batch):
+    def guarded(pixels, batch):
         if cuda:
             torch.cuda.set_sync_debug_mode("error")
         try:
-            return original(batch)
+            return original(pixels, batch)
         except RuntimeError as exc:
             errors.append(str(exc).splitlines()[0][:200])
             raise

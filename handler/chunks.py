@@ -1,10 +1,13 @@
-"""Running one chunk: collate into staging, upload, normalise, forward; on device out-of-memory,
-halve the chunk (when that allocates less), remember the limit, and retry."""
+"""Running chunks: collate into staging, upload, normalise, forward, copy the outputs back; up
+to the staging's depth in flight, so chunk k+1 is collated while chunk k runs. On device out of
+memory, halve the chunk (when that allocates less), remember the limit, and retry."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -12,11 +15,13 @@ import torch
 from handler.clip import Frame, FrameResult, Size
 from handler.collate import Normalizer, PaddedBatch, collate
 from handler.config import HandlerConfig
+from handler.device import OomCount, oom_count
 from handler.errors import DeviceOutOfMemory, FrameError, InternalError
+from handler.fills import DeviceFill, device_jpeg
 from handler.layout import Layout, Placement
 from handler.memory import Chunk, ChunkPlanner, Staging
 from handler.metrics import BatchStats
-from handler.outputs import Gathered, gather, per_frame
+from handler.outputs import Gathered, HostOutputs, gather, per_frame
 
 logger = logging.getLogger(__name__)
 
@@ -27,41 +32,115 @@ Result = FrameResult | FrameError
 ParallelMap = Callable[[Callable[[int], None], range], Iterable[None]]
 
 
+@dataclass(slots=True)
+class _Launched:
+    """A chunk whose forward was started: its outputs on their way back, or its results already."""
+
+    chunk: Chunk
+    placement: Placement
+    outputs: HostOutputs | None = None
+    failed: dict[int, FrameError] = field(default_factory=dict)
+    results: list[Result] | None = None
+    ooms: int = 0
+
+
 class ChunkRunner:
     """Runs chunks of one model on one device."""
 
     def __init__(self, model: Callable[..., Any], config: HandlerConfig, device: torch.device,
-                 layout: Layout, planner: ChunkPlanner, parallel: ParallelMap) -> None:
+                 layout: Layout, planner: ChunkPlanner, parallel: ParallelMap,
+                 ooms: OomCount | None = None, staging: Staging | None = None,
+                 fill: DeviceFill | None = None) -> None:
+        """A runner for `model` on `device`.
+
+        Args:
+            model: the loaded model.
+            config: the handler's settings.
+            device: where the model runs.
+            layout: where each frame goes in a chunk, and how outputs map back.
+            planner: chunk sizes; told of out-of-memory errors and of successes.
+            parallel: a `map` for per-row copies (the decode threads').
+            ooms: the allocator's out-of-memory count (default: `handler.device.oom_count`).
+            staging: the host buffers (default: two pinned at the planner's capacity on CUDA).
+            fill: what goes to the device directly (default: per `jpeg_decoder`).
+        """
         self._model = model
         self._config = config
         self._device = device
         self._layout = layout
         self._planner = planner
         self._parallel = parallel
-        self._staging = Staging(device)
+        self._ooms = ooms or oom_count(device)
+        self._staging = staging or Staging(device, planner.capacity() if device.type == "cuda" else None)
+        self._fill = fill or DeviceFill(device_jpeg(config, device))
         self._normalizer = Normalizer(config.normalize, device)
+
+    def run_all(self, chunks: Iterable[Chunk], frames: Sequence[Frame], originals: Sequence[Size],
+                stats: BatchStats) -> Iterator[tuple[Chunk, list[Result]]]:
+        """Each chunk with its frames' results, in order (`chunk.items` index `frames`).
+
+        Chunk k+1 is collated and started before chunk k's outputs are waited for (as many in
+        flight as staging has buffers), so the device is not idle while the host collates.
+        """
+        in_flight: deque[_Launched] = deque()
+        for chunk in chunks:
+            in_flight.append(self._launch(chunk, frames, originals, stats))
+            if len(in_flight) >= self._staging.depth:
+                yield self._finish(in_flight.popleft(), frames, originals, stats)
+        while in_flight:
+            yield self._finish(in_flight.popleft(), frames, originals, stats)
 
     def run(self, chunk: Chunk, frames: Sequence[Frame], originals: Sequence[Size],
             stats: BatchStats) -> list[Result]:
-        """Each of the chunk's frames' results, in order (`chunk.items` index `frames`).
+        """One chunk's results, waited for. Statistics are counted once the chunk succeeded; a
+        model error fails this chunk alone."""
+        return self._finish(self._launch(chunk, frames, originals, stats), frames, originals, stats)[1]
 
-        Statistics are counted once the chunk succeeded; a model error fails this chunk alone.
-        """
+    def _launch(self, chunk: Chunk, frames: Sequence[Frame], originals: Sequence[Size],
+                stats: BatchStats) -> _Launched:
         placement = self._layout.place(chunk.slot, [originals[i] for i in chunk.items])
+        before = self._ooms()
         try:
-            results = self._forward([frames[i] for i in chunk.items], placement)
-        except torch.cuda.OutOfMemoryError:
-            logger.warning("device out of memory on %d frames in %s", len(chunk.items), chunk.slot)
-        except Exception:
-            logger.exception("the model failed on a chunk of %d frames", len(chunk.items))
-            return [InternalError("the model failed on this frame's chunk; see the worker log")
-                    ] * len(chunk.items)
+            outputs, failed = self._start([frames[i] for i in chunk.items], placement)
+        except Exception as err:
+            oom = self._is_oom(err, before)
+            _log_failure(err, oom, chunk)
+        else:
+            return _Launched(chunk, placement, outputs, failed, ooms=before)
+        # Outside the except block, so the failed attempt's tensors are already released.
+        return _Launched(chunk, placement, results=self._after_failure(oom, chunk, placement, frames,
+                                                                        originals, stats))
+
+    def _finish(self, launched: _Launched, frames: Sequence[Frame], originals: Sequence[Size],
+                stats: BatchStats) -> tuple[Chunk, list[Result]]:
+        chunk, placement = launched.chunk, launched.placement
+        if launched.outputs is None:
+            return chunk, launched.results or []
+        try:
+            outputs = launched.outputs.wait()
+            results: list[Result] = list(per_frame(outputs, placement, self._layout,
+                                                   self._config.dense_outputs))
+        except Exception as err:  # an asynchronous device error surfaces here
+            oom = self._is_oom(err, launched.ooms)
+            _log_failure(err, oom, chunk)
         else:
             stats.chunks += 1
             stats.tensor_pixels += placement.tensor_pixels
             stats.padded_pixels += placement.padded_pixels
-            return results
-        # Outside the except block, so the failed attempt's tensors are already released.
+            self._planner.succeeded(chunk.slot, len(chunk.items))
+            return chunk, [launched.failed.get(i, result) for i, result in enumerate(results)]
+        return chunk, self._after_failure(oom, chunk, placement, frames, originals, stats)
+
+    def _is_oom(self, err: Exception, before: int) -> bool:
+        """Out of memory whatever was raised: the allocator counted one (TorchScript re-raises
+        it as a plain RuntimeError), or the error says so itself."""
+        return isinstance(err, torch.cuda.OutOfMemoryError) or self._ooms() > before
+
+    def _after_failure(self, oom: bool, chunk: Chunk, placement: Placement, frames: Sequence[Frame],
+                       originals: Sequence[Size], stats: BatchStats) -> list[Result]:
+        if not oom:
+            return [InternalError("the model failed on this frame's chunk; see the worker log")
+                    ] * len(chunk.items)
         return self._split(chunk, placement, frames, originals, stats)
 
     def _split(self, chunk: Chunk, placement: Placement, frames: Sequence[Frame],
@@ -84,23 +163,33 @@ class ChunkRunner:
         return (self.run(Chunk(chunk.slot, chunk.items[:half]), frames, originals, stats)
                 + self.run(Chunk(chunk.slot, chunk.items[half:]), frames, originals, stats))
 
-    def _forward(self, frames: list[Frame], placement: Placement) -> list[Result]:
+    def _start(self, frames: list[Frame], placement: Placement) -> tuple[HostOutputs, dict[int, FrameError]]:
+        """Collates, uploads and starts the forward and the outputs' copy back; waits for none."""
         # Large chunks are copied (and converted to float on CPU) by the decode threads in parallel.
         parallel = self._parallel if placement.tensor_pixels >= _PARALLEL_COLLATE_PIXELS else map
+        later = self._fill.rows(frames)
         out = self._staging.take((placement.rows, *placement.slot, 3))
-        batch = collate(frames, placement, out, parallel)
+        batch = collate(frames, placement, out, parallel, later)
         with torch.inference_mode():
-            outputs = self._on_device(batch).to_host()
-        results = per_frame(outputs, placement, self._layout, self._config.dense_outputs)
-        return [batch.failed.get(i, result) for i, result in enumerate(results)]
+            pixels = self._staging.upload(batch.tensor)
+            failed = {**batch.failed, **self._fill.fill(pixels, frames, later)}
+            return self._on_device(pixels, batch).copy_to_host(), failed
 
-    def _on_device(self, batch: PaddedBatch) -> Gathered:
-        """Upload, normalise, forward, and gather the outputs' real rows: no host sync in here."""
+    def _on_device(self, pixels: torch.Tensor, batch: PaddedBatch) -> Gathered:
+        """Normalise, forward, and gather the outputs' real rows: no host sync in here."""
         placement = batch.placement
-        x = self._normalizer(self._staging.upload(batch.tensor))
+        x = self._normalizer(pixels)
         args: tuple[torch.Tensor, ...] = (x,)
         if self._config.pass_sizes:
             padded = [placement.slot] * (placement.rows - len(batch))
             sizes = torch.tensor(list(placement.sizes) + padded, dtype=torch.int64)
             args = (x, self._staging.upload_small(sizes))
         return gather(self._model(*args), self._config.output_names, placement, len(batch))
+
+
+def _log_failure(err: Exception, oom: bool, chunk: Chunk) -> None:
+    if oom:
+        logger.warning("device out of memory on %d frames in %s (%s)", len(chunk.items), chunk.slot,
+                       type(err).__name__)
+    else:
+        logger.error("the model failed on a chunk of %d frames", len(chunk.items), exc_info=err)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 import numpy as np
+import torch
 
 from handler.errors import BadHeader, CorruptFrame, FrameError
 
@@ -40,7 +41,9 @@ class Deferred(Protocol):
     def decode_into(self, out: np.ndarray) -> None: ...
 
 
-Frame = np.ndarray | Deferred
+#: A frame: pixels on the host, a deferred JPEG, or `[H, W, 3]` uint8 already on the worker's
+#: device (NVDEC, `handler.video`).
+Frame = np.ndarray | Deferred | torch.Tensor
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +69,9 @@ class Clip:
 
     @property
     def decoded_pixels(self) -> int:
-        """Pixels this clip holds decoded (a deferred JPEG holds none until it is collated)."""
-        return sum(f.shape[0] * f.shape[1] for f in self.frames if isinstance(f, np.ndarray))
+        """Pixels this clip holds decoded, on the host or the device (a deferred JPEG holds none
+        until it is collated)."""
+        return sum(f.shape[0] * f.shape[1] for f in self.frames if isinstance(f, (np.ndarray, torch.Tensor)))
 
     @staticmethod
     def join(clips: Sequence[Clip]) -> Clip:

@@ -40,7 +40,8 @@ class PaddedBatch:
 
 
 def collate(frames: Sequence[Frame], placement: Placement, out: torch.Tensor | None = None,
-            parallel: Callable[[Callable[[int], None], range], Iterable[None]] = map) -> PaddedBatch:
+            parallel: Callable[[Callable[[int], None], range], Iterable[None]] = map,
+            later: frozenset[int] = frozenset()) -> PaddedBatch:
     """Copies frames into one `[rows, H, W, 3]` tensor: one allocation, one copy each.
 
     Args:
@@ -52,6 +53,7 @@ def collate(frames: Sequence[Frame], placement: Placement, out: torch.Tensor | N
             float32 one gets the pixel values converted in the same copy.
         parallel: a `map` that runs the per-row copies (e.g. a thread pool's: NumPy releases
             the GIL while copying); rows are independent.
+        later: rows left zero here, filled on the device after the upload (`handler.fills`).
 
     Raises:
         ValueError: a frame's size is not the one the placement gives it.
@@ -65,8 +67,10 @@ def collate(frames: Sequence[Frame], placement: Placement, out: torch.Tensor | N
     failed: dict[int, FrameError] = {}
 
     def fill(i: int) -> None:
-        error = _fill(slots[i], frames[i] if i < len(frames) else None,
-                      placement.sizes[i] if i < len(frames) else (0, 0))
+        frame = frames[i] if i < len(frames) and i not in later else None
+        if isinstance(frame, torch.Tensor):
+            raise TypeError(f"row {i} is on the device: collate it `later`")
+        error = _fill(slots[i], frame, placement.sizes[i] if frame is not None else (0, 0))
         if error is not None:
             failed[i] = error
 
@@ -75,7 +79,7 @@ def collate(frames: Sequence[Frame], placement: Placement, out: torch.Tensor | N
     return PaddedBatch(out, placement, failed)
 
 
-def _fill(slot: np.ndarray, frame: Frame | None, size: tuple[int, int]) -> FrameError | None:
+def _fill(slot: np.ndarray, frame: np.ndarray | Deferred | None, size: tuple[int, int]) -> FrameError | None:
     """Copies (or decodes) one frame into the top-left of its slot and zeroes the rest; a row
     without a frame is all zero. Returns the error of a deferred frame that failed to decode."""
     h, w = size

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,13 @@ class Resize(enum.Enum):
 
     PAD = "pad"  # keep each frame's resolution; pad to its slot (the size rounded up to size_divisor)
     LETTERBOX = "letterbox"  # fixed-input engines: aspect-preserving resize + pad to `input_size`
+
+
+class JpegDecoder(enum.Enum):
+    """Where JPEG frames are decoded on a CUDA worker."""
+
+    CPU = "cpu"  # libjpeg-turbo (simplejpeg) into the pinned staging slot, Pillow as the fallback
+    NVJPEG = "nvjpeg"  # torchvision's batched nvJPEG into the chunk on the device; CPU per frame as the fallback
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +65,20 @@ def _positive(key: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ConfigError(f"handler.{key} = {value!r}: use a positive number (or omit it)")
     return float(value)
+
+
+def host_cpus() -> int:
+    """The CPUs this process may run on (`decode_threads: auto`)."""
+    return len(os.sched_getaffinity(0))
+
+
+def _threads(key: str, value: Any) -> int:
+    """`auto` (the CPUs this worker may use) or a whole number."""
+    if value == "auto":
+        return host_cpus()
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 4096:
+        raise ConfigError(f"handler.{key} = {value!r}: use auto (one per CPU) or a whole number from 1 to 4096")
+    return value
 
 
 def _flag(key: str, value: Any) -> bool:
@@ -133,11 +155,14 @@ def _normalize(key: str, value: Any) -> Normalize:
     return Normalize(float(scale), triples["mean"], triples["std"])
 
 
-def _setting(default: Any, parse: Parse, factory: Callable[[], Any] | None = None) -> Any:
-    """A field with its default and the parser that checks a YAML value for it."""
+def _setting(default: Any, parse: Parse, factory: Callable[[], Any] | None = None,
+             shown: str | None = None) -> Any:
+    """A field with its default and the parser that checks a YAML value for it; `shown` is how
+    the README writes a default computed from the host (`auto`)."""
+    metadata = {"parse": parse, "shown": shown}
     if factory is not None:
-        return field(default_factory=factory, metadata={"parse": parse})
-    return field(default=default, metadata={"parse": parse})
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,10 +187,11 @@ class HandlerConfig:
     normalize: Normalize = _setting(None, _optional(_normalize), factory=Normalize)
     output_names: tuple[str, ...] | None = _setting(None, _optional(_names))
     dense_outputs: tuple[str, ...] | None = _setting(None, _dense)  # None: "auto"
-    decode_threads: int = _setting(2, _whole(1, 4096))
+    decode_threads: int = _setting(None, _threads, factory=host_cpus, shown="auto")
     max_video_frames: int = _setting(120, _whole(1, 4096))
     video_codecs: tuple[str, ...] = _setting(("h264", "hevc", "mjpeg"), _codecs)
     video_hw_decode: bool = _setting(True, _flag)
+    jpeg_decoder: JpegDecoder = _setting(JpegDecoder.CPU, _choice(JpegDecoder))
 
     @property
     def max_chunk(self) -> int:

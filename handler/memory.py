@@ -25,29 +25,75 @@ class Chunk:
     items: tuple[int, ...]
 
 
+#: Successful full chunks at a learned limit before it is doubled again (then twice as many
+#: after each raise that ran out of memory again).
+RECOVER_AFTER = 16
+
+
+@dataclass(slots=True)
+class _Learned:
+    """The most frames of one slot to try, after an out-of-memory error."""
+
+    limit: int
+    successes: int = 0
+    needed: int = RECOVER_AFTER
+    raised: bool = False
+
+
 class ChunkPlanner:
-    """Splits a batch's frames into chunks; remembers the chunk size that fit after an OOM.
+    """Splits a batch's frames into chunks; learns the chunk size that fits after an OOM.
 
     Every size comes from the layout: the slot a frame goes to, the rows a chunk allocates and
     what that costs, so the budget and the learned limits are about what is really allocated.
+    A learned limit is not forever (the OOM may have been transient: another process, a
+    fragmented cache): after `RECOVER_AFTER` full chunks in a row succeed at it, it doubles.
     """
 
     def __init__(self, config: HandlerConfig, layout: Layout) -> None:
         self._config = config
         self._layout = layout
-        self._learned: dict[tuple[int, int], int] = {}
+        self._learned: dict[tuple[int, int], _Learned] = {}
 
     def limit(self, slot: tuple[int, int]) -> int:
         """Most frames of `slot` one forward may take."""
-        limit = min(self._config.max_chunk, self._learned.get(slot, self._config.max_chunk))
+        learned = self._learned.get(slot)
+        limit = self._config.max_chunk if learned is None else min(self._config.max_chunk, learned.limit)
         if self._config.memory_budget_bytes is not None:
             limit = self._layout.max_frames(slot, self._config.memory_budget_bytes,
                                             self._config.bytes_per_pixel, limit)
         return max(1, limit)
 
     def learn(self, slot: tuple[int, int], fits: int) -> None:
-        """Records that `fits` frames of `slot` is the most to try from now on."""
-        self._learned[slot] = min(self._learned.get(slot, fits), max(1, fits))
+        """Records that `fits` frames of `slot` is the most to try for now.
+
+        Running out again soon after a raise doubles the successes the next raise needs.
+        """
+        learned = self._learned.setdefault(slot, _Learned(max(1, fits)))
+        if learned.raised:
+            learned.needed *= 2
+            learned.raised = False
+        learned.limit = min(learned.limit, max(1, fits))
+        learned.successes = 0
+
+    def succeeded(self, slot: tuple[int, int], frames: int) -> None:
+        """Counts a chunk of `frames` frames of `slot` that ran; enough full ones raise the limit."""
+        learned = self._learned.get(slot)
+        if learned is None or frames < learned.limit:
+            return
+        learned.successes += 1
+        if learned.successes >= learned.needed:
+            learned.limit = min(self._config.max_chunk, learned.limit * 2)
+            learned.successes = 0
+            learned.raised = True
+
+    def capacity(self) -> int:
+        """Most elements (rows x H x W x 3) one chunk's input can have: what staging holds."""
+        top = self._layout.slot(self._config.max_height, self._config.max_width)
+        most = self._layout.chunk_pixels(top, self._config.max_chunk)
+        if self._config.memory_budget_bytes is not None:
+            budgeted = self._config.memory_budget_bytes // self._config.bytes_per_pixel
+            most = min(most, max(budgeted, self._layout.chunk_pixels(top, self.limit(top))))
+        return 3 * most
 
     def plan(self, sizes: Sequence[tuple[int, int]]) -> list[Chunk]:
         """Chunks for frames of the given (h, w), grouped by slot, each at most `limit(slot)` long."""
@@ -62,38 +108,65 @@ class ChunkPlanner:
 
 
 class Staging:
-    """A host buffer reused across chunks through views.
+    """Host buffers that chunks are collated into, used in turn, and their uploads.
 
-    On CUDA it is pinned uint8: frames travel as bytes and become float on the device. On the
-    CPU the device is the host, so the buffer is float32 and collating converts in the same pass.
+    On CUDA there are two, pinned uint8, each allocated once at the planned capacity (pinned
+    blocks are never given back to the system, so a grown buffer would leave each outgrown
+    block cached and unused): chunk k+1 is collated into one while chunk k's upload and
+    forward use the other, and a buffer is reused only after its upload's event. On the CPU
+    the device is the host: one float32 buffer (collating converts in the same pass), grown as
+    needed, since freed host memory goes back to the allocator.
     """
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, capacity: int | None = None, depth: int | None = None) -> None:
+        """Buffers for chunks that run on `device`; none is allocated before the first `take`.
+
+        Args:
+            device: where chunks run.
+            capacity: elements each buffer holds (`ChunkPlanner.capacity`); None: grown as needed.
+            depth: buffers used in turn; default 2 on CUDA, 1 on the CPU.
+        """
         self._device = device
         self._pinned = device.type == "cuda"
         self.dtype = torch.float32 if device.type == "cpu" else torch.uint8
-        self._buffer: torch.Tensor | None = None
-        self._copied: torch.cuda.Event | None = None
+        self.depth = depth or (2 if self._pinned else 1)
+        self._capacity = capacity
+        self._buffers: list[torch.Tensor | None] = [None] * self.depth
+        self._copied: list[torch.cuda.Event | None] = [None] * self.depth
+        self._turn = self._last = 0
+
+    @property
+    def allocated_bytes(self) -> int:
+        """Host bytes the buffers hold now."""
+        return sum(b.numel() * b.element_size() for b in self._buffers if b is not None)
 
     def take(self, shape: tuple[int, ...]) -> torch.Tensor:
-        """A tensor of `shape` over the buffer; waits until the last upload has left it."""
-        if self._copied is not None:
-            self._copied.synchronize()
-            self._copied = None
+        """A tensor of `shape` over the next buffer; waits until that buffer's last upload left it."""
+        turn = self._turn
+        self._turn = (turn + 1) % self.depth
+        copied = self._copied[turn]
+        if copied is not None:
+            copied.synchronize()
+            self._copied[turn] = None
         numel = math.prod(shape)
-        if self._buffer is None or self._buffer.numel() < numel:
-            self._buffer = None  # free the old one before allocating the larger
-            self._buffer = torch.empty(numel, dtype=self.dtype, pin_memory=self._pinned)
-        return self._buffer[:numel].view(shape)
+        buffer = self._buffers[turn]
+        if buffer is None or buffer.numel() < numel:
+            self._buffers[turn] = None  # free the old one before allocating the larger
+            size = max(numel, self._capacity or 0)
+            buffer = self._buffers[turn] = torch.empty(size, dtype=self.dtype, pin_memory=self._pinned)
+        self._last = turn
+        return buffer[:numel].view(shape)
 
     def upload(self, tensor: torch.Tensor) -> torch.Tensor:
-        """The tensor on the device: asynchronous from pinned memory on CUDA, itself on CPU."""
+        """The tensor last taken, on the device: asynchronous from pinned memory on CUDA, itself
+        on the CPU; its buffer is reused once the copy has run (an event on the device's stream)."""
         if self._device.type == "cpu":
             return tensor
         moved = tensor.to(self._device, non_blocking=self._pinned)
         if self._pinned:
-            self._copied = torch.cuda.Event()  # type: ignore[no-untyped-call]
-            self._copied.record()
+            event = torch.cuda.Event()  # type: ignore[no-untyped-call]
+            event.record(torch.cuda.current_stream(self._device))
+            self._copied[self._last] = event
         return moved
 
     def upload_small(self, tensor: torch.Tensor) -> torch.Tensor:

@@ -19,6 +19,7 @@ import torch
 from handler.chunks import ChunkRunner, Result
 from handler.clip import Clip, Frame, FrameResult, Outcome, Request, Size
 from handler.config import HandlerConfig
+from handler.device import OomCount, bind
 from handler.errors import FrameError
 from handler.layout import layout_for
 from handler.memory import ChunkPlanner, peak_memory, reset_peak_memory
@@ -82,17 +83,26 @@ class Pipeline:
     """Serves batches of requests with one model on one device."""
 
     def __init__(self, model: Callable[..., Any], config: HandlerConfig,
-                 device: torch.device = torch.device("cpu"), clock: Clock = time.time) -> None:
+                 device: torch.device = torch.device("cpu"), clock: Clock = time.time,
+                 ooms: OomCount | None = None) -> None:
+        """A pipeline for `model`, its decode threads started.
+
+        Args:
+            model: the loaded model, on `device`.
+            config: the handler's settings.
+            device: the worker's device (TorchServe's `gpu_id`).
+            clock: Unix seconds, for stale frames.
+            ooms: the allocator's out-of-memory count (default: `handler.device.oom_count`).
+        """
         self._clock = clock
         self._device = device
+        bind(device)
         layout = layout_for(config)
         self._planner = ChunkPlanner(config, layout)
-        # Pillow and NumPy release the GIL while decoding and copying: decode a batch in parallel.
-        pool = ThreadPoolExecutor(config.decode_threads, thread_name_prefix="decode")
+        pool = decode_pool(config, device)
         self._waves = Waves(config, layout, pool)
-        self._chunks = ChunkRunner(model, config, device, layout, self._planner, pool.map)
-        if device.type == "cpu":
-            _limit_intra_op_threads(config.decode_threads)
+        self._chunks = ChunkRunner(model, config, device, layout, self._planner, pool.map, ooms)
+        _limit_intra_op_threads(config.decode_threads)
 
     def run(self, requests: Sequence[Request]) -> tuple[list[Outcome], BatchStats]:
         """Every request's outcome, in order; a bad one never fails the others."""
@@ -122,16 +132,27 @@ class Pipeline:
                 for n, (frame, size) in enumerate(zip(job.clip.frames, job.clip.own_sizes))]
         frames = [ref.frame for ref in refs]
         sizes = [ref.size for ref in refs]
-        for chunk in self._planner.plan(sizes):
-            for item, result in zip(chunk.items, self._chunks.run(chunk, frames, sizes, stats)):
+        for chunk, results in self._chunks.run_all(self._planner.plan(sizes), frames, sizes, stats):
+            for item, result in zip(chunk.items, results):
                 refs[item].job.answer(refs[item].index, result)
+
+
+def decode_pool(config: HandlerConfig, device: torch.device) -> ThreadPoolExecutor:
+    """The worker's decode threads, each bound to the worker's device before its first task.
+
+    Pillow, libjpeg-turbo, NumPy and FFmpeg release the GIL: a batch is decoded in parallel.
+    NVDEC and any CUDA work in these threads then use the worker's GPU, not GPU 0.
+    """
+    return ThreadPoolExecutor(config.decode_threads, thread_name_prefix="decode",
+                              initializer=bind, initargs=(device,))
 
 
 def _limit_intra_op_threads(decode_threads: int) -> None:
     """Caps torch's intra-op threads at the CPUs per decode thread, unless OMP_NUM_THREADS is set.
 
-    On the CPU the host work (decoding, converting) is spread over frames by the decode threads;
-    an intra-op team waits at a barrier after every operator, so when the worker shares its
+    The host work (decoding, converting; on the CPU the forward too) is spread over frames by
+    the decode threads, on CUDA hosts as well; an intra-op team waits at a barrier after every
+    operator, so when the worker shares its
     CPUs (TorchServe's frontend, other workers, clients) a preempted team member stalls each
     operator for a scheduler time slice: frame_quality on a 16-frame 720p chunk took 1.2-1.6 s
     (median) with 2 threads on 2 loaded cores, 0.13-0.16 s with 1 (docs/performance.md).

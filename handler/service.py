@@ -14,6 +14,7 @@ from ts.metrics.metric_type_enum import MetricTypes
 from ts.torch_handler.base_handler import BaseHandler
 
 from handler.config import HandlerConfig
+from handler.device import bind
 from handler.doors import route
 from handler.loading import load_model
 from handler.metrics import BatchStats, Kind, samples
@@ -34,6 +35,7 @@ class VideoFrameHandler(BaseHandler):  # type: ignore[misc]  # ts ships no type 
         self.device = torch.device(
             f"cuda:{gpu}" if torch.cuda.is_available() and gpu is not None else "cpu"
         )
+        bind(self.device)  # before the model loads: this thread's allocations go to gpu_id
         serialized = context.manifest["model"].get("serializedFile")
         if not serialized:
             raise ValueError("the archive has no model file: pass --serialized-file to the archiver")

@@ -193,4 +193,4 @@ def test_the_fixed_batch_engine_letterboxes_a_1080p_jpeg_decoded_small(model_dir
     first = json.loads(bodies[0])["frames"][0]
     assert (first["width"], first["height"]) == (1920, 1080) and len(first["outputs"]["scores"]) == 10
     # the pipeline's own slot for this engine is 16 x 128 x 128, whatever the source size
-    assert handler.pipeline._chunks._staging._buffer.numel() == 16 * 128 * 128 * 3
+    assert handler.pipeline._chunks._staging.allocated_bytes == 16 * 128 * 128 * 3 * 4  # float32 on the CPU

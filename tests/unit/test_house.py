@@ -20,9 +20,9 @@ FLOORS = [
     ("doors", ["handler.doors", "handler.doors.native", "handler.doors.oip", "handler.doors.route",
                "handler.doors.wire"]),
     ("core", ["handler.pipeline", "handler.waves", "handler.chunks", "handler.outputs"]),
-    ("geometry and device memory", ["handler.layout", "handler.collate", "handler.memory"]),
+    ("geometry and device memory", ["handler.layout", "handler.collate", "handler.memory", "handler.fills"]),
     ("decoding", ["handler.frames", "handler.jpeg", "handler.video", "handler.formats", "handler.limits"]),
-    ("ground", ["handler", "handler.clip", "handler.config", "handler.errors", "handler.metrics",
+    ("ground", ["handler", "handler.clip", "handler.config", "handler.device", "handler.errors", "handler.metrics",
                 "handler.loading", "handler.models", "handler.models.build", "handler.models.frame_quality",
                 "handler.models.fixed_batch_cnn"]),
 ]

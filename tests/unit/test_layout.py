@@ -62,7 +62,7 @@ def test_letterbox_budget_and_allocation_are_for_the_engine_input_not_the_source
     responses, stats = pipeline.run(burst)
     assert [r.status for r in responses] == [200] * 7
     assert model.shapes == [(3, 3, 128, 128), (3, 3, 128, 128), (1, 3, 128, 128)]
-    assert pipeline._chunks._staging._buffer.numel() == 3 * 128 * 128 * 3
+    assert pipeline._chunks._staging.allocated_bytes == 3 * 128 * 128 * 3 * 4  # float32 on the CPU
     assert stats.chunks == 3 and stats.tensor_pixels == 7 * 128 * 128
     assert stats.padded_pixels == 7 * (128 * 128 - 72 * 128)
     frame = json.loads(responses[0].body)["frames"][0]

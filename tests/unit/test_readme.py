@@ -48,7 +48,10 @@ def _literal(cell: str) -> Any:
 
 
 def _expected(field: dataclasses.Field[Any]) -> Any:
-    """A field's default in the README's terms (enums by value, tuples as lists)."""
+    """A field's default in the README's terms (enums by value, tuples as lists, `auto` for one
+    computed from the host)."""
+    if field.metadata.get("shown"):
+        return field.metadata["shown"]
     default = field.default_factory() if field.default is dataclasses.MISSING else field.default
     if isinstance(default, enum.Enum):
         return default.value
