@@ -212,6 +212,15 @@ def test_the_pod_uses_the_kubernetes_overlay_and_the_repo_ports():
     assert POD["securityContext"]["runAsNonRoot"] is True
 
 
+def test_the_gpu_image_and_pod_get_the_video_driver_libraries_and_the_jpeg_decoder():
+    # Without `video` in the capabilities the container has no libnvcuvid: NVDEC cannot open.
+    pod = {e["name"]: e.get("value") for e in CONTAINERS["torchserve"]["env"]}
+    assert set(pod["NVIDIA_DRIVER_CAPABILITIES"].split(",")) >= {"compute", "utility", "video"}
+    assert "ENV NVIDIA_DRIVER_CAPABILITIES=compute,utility,video" in DOCKERFILE
+    install = DOCKERFILE.split("RUN python -m pip install", 1)[1].split("&&", 1)[0]
+    assert '"simplejpeg' in install  # the JPEG-into-pinned-slot path runs in the image
+
+
 def test_service_podmonitor_and_networkpolicy_point_at_the_pod_ports():
     labels = DEPLOYMENT["spec"]["template"]["metadata"]["labels"]
     service = DOCS["Service", "video-torchserve"]
