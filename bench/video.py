@@ -96,12 +96,12 @@ def decode_table(resolutions=(HD, FULL_HD)) -> list[DecodeRow]:
     for size in resolutions:
         source = FrameSource(Format.H264, SEGMENT, distinct=1)
         segment = source.payload(0, 0, size).body
-        frames = decode_segment(segment, VideoFormat.H264, {}, config).frames
+        frames = decode_segment(segment, VideoFormat.H264, None, config).frames
         jpegs = [encode([f], Format.JPEG).body for f in frames]
 
         rows.append(DecodeRow(
             str(size),
-            _best_fps(functools.partial(decode_segment, segment, VideoFormat.H264, {}, config), SEGMENT),
+            _best_fps(functools.partial(decode_segment, segment, VideoFormat.H264, None, config), SEGMENT),
             _best_fps(functools.partial(_decode_jpegs, jpegs), SEGMENT),
         ))
     return rows
@@ -237,50 +237,6 @@ def render_libraries(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def gpu_decode_check(size: Resolution = FULL_HD, repeats: int = 3) -> dict:
-    """For bench/gpu_check.py on a CUDA machine: H.264 segments decode on the GPU (NVDEC through
-    FFmpeg's cuda hwaccel, `video_hw_decode: true`), give the CPU decoder's frames, and how fast.
-
-    Returns:
-        `{"ok", "nvdec", "nvdec_strict_frames", "gpu_fps", "cpu_fps", "max_abs_diff", "frames"}`;
-        `ok` is False when NVDEC could not be opened, did not decode the segment itself (software
-        fallback off), or its frames differ from the CPU decoder's by more than rounding.
-    """
-    import dataclasses
-
-    from handler import video
-
-    segment = FrameSource(Format.H264, SEGMENT, distinct=1).payload(0, 0, size).body
-    gpu = HandlerConfig()
-    cpu = dataclasses.replace(gpu, video_hw_decode=False)
-    nvdec = video._hwaccel() is not None
-    gpu_frames = video.decode_segment(segment, VideoFormat.H264, {}, gpu).frames
-    cpu_frames = video.decode_segment(segment, VideoFormat.H264, {}, cpu).frames
-    diff = max(int(np.abs(a.astype(int) - b.astype(int)).max()) for a, b in zip(gpu_frames, cpu_frames))
-    strict = 0  # frames NVDEC decodes with FFmpeg's software fallback turned off
-    if nvdec:
-        import av
-        from av.codec.hwaccel import HWAccel
-
-        accel = HWAccel("cuda", allow_software_fallback=False, options={"primary_ctx": "1"})
-        with av.open(io.BytesIO(segment), "r", format="h264", hwaccel=accel) as container:
-            strict = sum(1 for _ in container.decode(video=0))
-    result = {
-        "nvdec": nvdec,
-        "nvdec_strict_frames": strict,
-        "frames": [len(gpu_frames), len(cpu_frames)],
-        # NV12 from NVDEC and yuv420p from the CPU decoder hold the same samples; the RGB
-        # conversion may round differently by a step or two.
-        "max_abs_diff": diff,
-        "gpu_fps": _best_fps(functools.partial(video.decode_segment, segment, VideoFormat.H264, {}, gpu),
-                             SEGMENT, repeats),
-        "cpu_fps": _best_fps(functools.partial(video.decode_segment, segment, VideoFormat.H264, {}, cpu),
-                             SEGMENT, repeats),
-    }
-    result["ok"] = nvdec and strict == len(gpu_frames) == len(cpu_frames) == SEGMENT and diff <= 4
-    return result
-
-
 def render(decode_rows: list[DecodeRow], wire_rows: list[WireRow]) -> str:
     lines = ["decoder (in-process, one 30-frame segment, best of 7)",
              f"{'size':<10} {'H.264 fps':>10} {'JPEG fps':>9}"]
@@ -310,16 +266,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--in-flight", type=int, default=60,
                    help="frames in flight: clients = this / frames per request (default %(default)s)")
     p.add_argument("--json", type=Path, help="write the figures here")
-    p.add_argument("--gpu", action="store_true", help="only gpu_decode_check (needs CUDA), JSON out")
     p.add_argument("--libraries", action="store_true", help="only the decoding-library comparison")
     args = p.parse_args(argv)
     if args.libraries:
         print(render_libraries(library_table()))
         return 0
-    if args.gpu:
-        result = gpu_decode_check()
-        print(json.dumps(result, indent=2))
-        return 0 if result["ok"] else 1
     decode_rows = decode_table()
     wire_rows: list[WireRow] = []
     if not args.decode_only:

@@ -2,7 +2,7 @@
 
 import json
 
-from bench import gpu_check, run
+from bench import run
 
 
 def test_the_in_process_bench_runs_and_reports_targets(tmp_path, capsys):
@@ -22,12 +22,3 @@ def test_the_in_process_bench_runs_and_reports_targets(tmp_path, capsys):
     assert set(rows[("stock", "jpeg")]["stages_ms"]) == {"decode", "collate", "transfer", "model", "encode"}
     assert rows[("ours", "mixed")]["error"] is None and rows[("stock", "mixed")]["frames_per_s"] is None
     assert [t["met"] for t in data["targets"]][2] is None
-
-
-def test_the_gpu_check_dry_runs_on_cpu(tmp_path, capsys):
-    out = tmp_path / "gpu.json"
-    assert gpu_check.main(["--dry-run", "--json", str(out)]) == 0
-    report = json.loads(out.read_text())
-    assert report["ok"] and report["device"] == "cpu"
-    assert report["checks"]["stock style fails on mixed sizes"]
-    assert "PASS  budgeted burst: every frame 200" in capsys.readouterr().out
