@@ -315,6 +315,40 @@ def _with(config: Any, **changes: Any) -> Any:
     return dataclasses.replace(config, **changes)
 
 
+def pipeline_jpeg_section(probe: Probe) -> list[Row]:
+    """720p JPEG requests through the whole pipeline (decode, collate, upload, a trivial forward,
+    outputs back), with `jpeg_decoder: cpu` and `nvjpeg`: the handler's own frames/s."""
+    from bench.gpu_probe.decode import jpeg_bodies
+    from bench.gpu_probe.probe import fmt, throughput
+    from handler.clip import Request
+    from handler.doors.native import Body
+    from handler.pipeline import Pipeline
+
+    h, w = (72, 128) if probe.dry_run else (720, 1280)
+    requests = [Request(Body(b, "image/jpeg")) for b in jpeg_bodies(64, h, w)]
+    rows = []
+    decoders = ("cpu", "nvjpeg") if probe.cuda else ("cpu",)
+    for n, decoder in enumerate(decoders):
+        config = _config(model_max_batch=16, output_names=["mean"], jpeg_decoder=decoder)
+        pipeline = Pipeline(lambda x: x.mean(dim=(1, 2, 3)), config, probe.device)
+        statuses: set[int] = set()
+
+        def step(pipeline: Any = pipeline, statuses: set[int] = statuses) -> int:
+            outcomes, _ = pipeline.run(requests)
+            statuses.update(_statuses(outcomes))
+            return len(requests)
+
+        rate = throughput(step, probe.deadline(1 / (len(decoders) - n)), probe.sync)
+        target = decoder == "nvjpeg"
+        rows.append(Row(f"{w}x{h} JPEG through the pipeline, jpeg_decoder: {decoder}",
+                        f"{fmt(rate.per_second, 'frames/s')}, statuses {sorted(statuses)}",
+                        rate.per_second if probe.cuda else None, "frames/s", "≥ 5,000 frames/s" if target else "",
+                        _cuda(probe, rate.per_second >= 5000 and statuses == {200}) if target else None,
+                        f"{config.decode_threads} decode threads, chunks of 16, a trivial model",
+                        cuda_only=True))
+    return rows
+
+
 _INDEX_CHECK = """
 import sys, torch
 from bench.gpu_probe.core import _demo, _frames, _requests, _statuses
@@ -346,5 +380,6 @@ SECTIONS: list[Section] = [
     Section("syncs", sync_section),
     Section("staging", staging_section, share=2.0),
     Section("memory", memory_section),
+    Section("pipeline_jpeg", pipeline_jpeg_section),
     Section("gpu_index", index_section, share=0.5),
 ]
