@@ -56,11 +56,14 @@ class Clip:
         sizes: each frame's own (h, w) when a frame was decoded smaller than it was sent (the
             JPEG decoder's DCT-domain downscaling for a letterbox engine); None: the frames'
             own shapes.
+        decoder: what decoded a video segment, "nvdec" (every frame on the GPU) or "cpu"; None
+            for images.
     """
 
     frames: Sequence[Frame]
     pts: list[float] | None = None
     sizes: list[Size] | None = None
+    decoder: str | None = None
 
     @property
     def own_sizes(self) -> list[Size]:

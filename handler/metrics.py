@@ -4,16 +4,24 @@ them to TorchServe."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from handler.clip import Clip
 
 
 @dataclass(slots=True)
 class BatchStats:
-    """What one batch did, for the metrics (DESIGN section 7)."""
+    """What one batch did, for the metrics (DESIGN section 7).
+
+    Attributes:
+        segments: video segments decoded, by decoder ("nvdec", "cpu").
+    """
 
     requests: int = 0
     frames: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
+    segments: dict[str, int] = field(default_factory=dict)
     chunks: int = 0
     oom_splits: int = 0
     padded_pixels: int = 0
@@ -28,6 +36,12 @@ class BatchStats:
         """Counts `frames` frames answered with an error of `reason`."""
         self.rejected[reason] = self.rejected.get(reason, 0) + frames
 
+    def count_segments(self, decoded: Iterable[object]) -> None:
+        """Counts the video segments among a wave's decoded requests (clips or errors), by decoder."""
+        for clip in decoded:
+            if isinstance(clip, Clip) and clip.decoder is not None:
+                self.segments[clip.decoder] = self.segments.get(clip.decoder, 0) + 1
+
 
 class Kind(enum.Enum):
     """A metric's Prometheus type."""
@@ -38,12 +52,18 @@ class Kind(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """One metric update; `reason` fills the `Reason` dimension of the rejects counter."""
+    """One metric update.
+
+    Attributes:
+        dimensions: (name, value) of the dimensions after `ModelName` and `Level`, in the order
+            `metrics.yaml` declares them (`Reason` of the rejects counter, `Decoder` of the
+            segments counter).
+    """
 
     name: str
     kind: Kind
     value: float
-    reason: str | None = None
+    dimensions: tuple[tuple[str, str], ...] = ()
 
 
 def samples(stats: BatchStats, batch_size: int) -> list[Sample]:
@@ -62,6 +82,8 @@ def samples(stats: BatchStats, batch_size: int) -> list[Sample]:
         Sample("video_padding_ratio", Kind.GAUGE, stats.padding_ratio),
         Sample("video_device_memory_peak_bytes", Kind.GAUGE, stats.peak_memory_bytes),
     ]
-    out += [Sample("video_frames_rejected_total", Kind.COUNTER, count, reason)
+    out += [Sample("video_frames_rejected_total", Kind.COUNTER, count, (("Reason", reason),))
             for reason, count in sorted(stats.rejected.items())]
+    out += [Sample("video_segments_total", Kind.COUNTER, count, (("Decoder", decoder),))
+            for decoder, count in sorted(stats.segments.items())]
     return out

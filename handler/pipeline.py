@@ -110,6 +110,7 @@ class Pipeline:
         reset_peak_memory(self._device)
         jobs: list[Job] = []
         for wave in self._waves.decode(requests, self._clock()):
+            stats.count_segments(wave)
             served = [Job.of(decoded) for decoded in wave]
             self._serve(served, stats)
             wave.clear()  # its frames are released before the next wave is decoded

@@ -64,7 +64,7 @@ class VideoFrameHandler(BaseHandler):  # type: ignore[misc]  # ts ships no type 
         try:
             for sample in samples(stats, self.batch_size):
                 metric = context.metrics.get_metric(sample.name, _METRIC_TYPES[sample.kind])
-                dims = [context.model_name, "Model"] + ([sample.reason] if sample.reason else [])
+                dims = [context.model_name, "Model", *(value for _, value in sample.dimensions)]
                 metric.add_or_update(sample.value, dims)
         except Exception:
             logger.exception("emitting batch metrics failed; requests are unaffected")

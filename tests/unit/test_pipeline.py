@@ -9,8 +9,10 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from handler.clip import Request
+from handler.clip import Clip, Request
 from handler.config import HandlerConfig
+from handler.errors import CorruptFrame
+from handler.metrics import BatchStats, Kind, Sample, samples
 from handler.models import fixed_batch_cnn, frame_quality
 from tests import support
 from tests.support import Answering
@@ -343,3 +345,14 @@ def test_frame_quality_values_do_not_depend_on_the_batch_mates(quality_model):
     for i in range(6):
         alone = quality_model(x[i:i + 1], sizes[i:i + 1])
         assert {k: v[i].item() for k, v in together.items()} == {k: v[0].item() for k, v in alone.items()}
+
+
+def test_segments_are_counted_by_their_decoder_and_sampled_with_a_decoder_dimension():
+    stats = BatchStats()
+    stats.count_segments([Clip([], [], decoder="nvdec"), CorruptFrame("broken"), Clip([]), Clip([], [], decoder="cpu")])
+    stats.count_segments([Clip([], [], decoder="nvdec")])
+    assert stats.segments == {"nvdec": 2, "cpu": 1}
+    assert [s for s in samples(stats, 8) if s.name == "video_segments_total"] == [
+        Sample("video_segments_total", Kind.COUNTER, 1, (("Decoder", "cpu"),)),
+        Sample("video_segments_total", Kind.COUNTER, 2, (("Decoder", "nvdec"),))]
+
