@@ -19,6 +19,7 @@ from handler.doors import route
 from handler.loading import load_model
 from handler.metrics import BatchStats, Kind, samples
 from handler.pipeline import Pipeline
+from handler.video import describe_decoder
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ class VideoFrameHandler(BaseHandler):  # type: ignore[misc]  # ts ships no type 
             raise ValueError("the archive has no model file: pass --serialized-file to the archiver")
         model = load_model(os.path.join(properties["model_dir"], serialized), self.device)
         self.pipeline = Pipeline(model, self.config, self.device)
+        logger.info(describe_decoder(self.config, self.device))
         self.batch_size = int(properties.get("batch_size") or 1)
         self.initialized = True
         logger.info("video handler ready on %s with %s", self.device, self.config)

@@ -7,10 +7,17 @@ decoding, every frame is checked before its RGB copy is made, and decoding stops
 frame over a limit: a request never holds more than `max_video_frames` frames and
 `max_clip_pixels` pixels of decoded RGB. Nothing is truncated silently: over a limit is
 `ClipTooLarge`/`FrameTooLarge`, a broken segment is `CorruptFrame`.
+
+On a CUDA worker, NVDEC (FFmpeg's cuda hwaccel) decodes segments only once it has decoded a test
+segment on that GPU into CUDA frames with software fallback off (`probe`); otherwise the CPU does,
+and the log says why. Each clip names its decoder. With `resize: pad` NVDEC's pictures stay on
+the GPU and are converted to RGB there (`handler.colour`); a letterbox engine resizes on the host,
+so its pictures are downloaded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import logging
@@ -23,13 +30,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from handler.clip import Clip
-from handler.config import HandlerConfig
+from handler.colour import Matrix, nv12_to_rgb
+from handler.config import HandlerConfig, Resize
 from handler.errors import ClipTooLarge, CorruptFrame, EmptyFrame, UnsupportedCodec
 from handler.formats import GENERIC, MEDIA_TYPES, Format, media_type, sniff
 from handler.limits import Limits
 
 if TYPE_CHECKING:
     import av
+    import torch
+    from av.codec.hwaccel import HWAccel
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +59,10 @@ DECODE_HEADROOM = 8
 # 1/15360 time base are not exact multiples of 1/30).
 _SLOT_EPSILON = 1e-6
 _CODED_SLACK = 64
+#: `frame.color_range` of full-range (JPEG) pictures (FFmpeg's AVCOL_RANGE_JPEG).
+_FULL_RANGE = 2
+#: DLPack's device type for CUDA memory.
+_DLPACK_CUDA = 2
 
 
 @dataclass(slots=True)
@@ -107,7 +121,7 @@ def decode_segment(body: bytes | bytearray, fmt: Format, sample_fps: float | Non
     """
     import av  # FFmpeg loads only when video arrives
 
-    hwaccel = _hwaccel() if config.video_hw_decode else None
+    hwaccel = _hwaccel(config)
     try:
         # max_pixels also for the frames FFmpeg decodes while probing the stream's parameters.
         with av.open(io.BytesIO(body), "r", format=DEMUXERS[fmt], hwaccel=hwaccel,
@@ -148,9 +162,10 @@ def _decode(reader: _Reader, sampler: PtsSampler, config: HandlerConfig) -> Clip
     """The kept frames; every frame is checked before its RGB copy is made."""
     limits = Limits.of(config)
     fmt = reader.fmt
-    frames: list[np.ndarray] = []
+    on_device = config.resize is Resize.PAD
+    frames: list[np.ndarray | torch.Tensor] = []
     pts: list[float] = []
-    pixels = decoded = 0
+    pixels = decoded = on_gpu = 0
     budget = config.max_video_frames * DECODE_HEADROOM
     for frame in reader.frames():
         decoded += 1
@@ -163,15 +178,16 @@ def _decode(reader: _Reader, sampler: PtsSampler, config: HandlerConfig) -> Clip
                 f"({DECODE_HEADROOM} x max_video_frames = {config.max_video_frames})"
             )
         limits.size(frame.width, frame.height, "the segment holds frames of", ",")
+        on_gpu += frame.format.name == "cuda"
         time = _pts(frame, decoded - 1, fmt)
         if not sampler.keep(time):
             continue
         pixels += frame.width * frame.height
         limits.segment(len(frames) + 1, pixels, "holds at least")
-        frames.append(_rgb(frame))
+        frames.append(_rgb(frame, on_device))
         pts.append(time)
     reader.check_complete(decoded)
-    return Clip(frames, pts)
+    return Clip(frames, pts, decoder="nvdec" if on_gpu == decoded else "cpu")
 
 
 @dataclass(slots=True)
@@ -212,9 +228,54 @@ class _Reader:
             raise CorruptFrame(f"no frame of the {self.fmt.value} segment could be decoded")
 
 
-def _rgb(frame: av.VideoFrame) -> np.ndarray:
-    """`[H, W, 3]` uint8 (a view of FFmpeg's converted picture, which it keeps alive)."""
+def _rgb(frame: av.VideoFrame, on_device: bool) -> np.ndarray | torch.Tensor:
+    """`[H, W, 3]` uint8: NVDEC's NV12 pictures on their GPU when `on_device`; otherwise in host
+    memory (a view of FFmpeg's converted picture, which it keeps alive; FFmpeg downloads a
+    hardware picture first)."""
+    sw_format = frame.sw_format
+    if sw_format is not None and sw_format.name == "nv12":
+        if on_device:
+            return _device_rgb(frame)
+        # swscale interpolates NV12's chroma (up to 50 levels from the CPU decoder's RGB at colour
+        # edges) but replicates yuv420p's, as for the CPU decoder's frames: same samples, same RGB.
+        frame = frame.reformat(format="yuv420p")
     return frame.to_ndarray(format="rgb24")
+
+
+def _device_rgb(frame: av.VideoFrame) -> torch.Tensor:
+    """`[H, W, 3]` uint8 on the CUDA frame's GPU, converted there."""
+    import torch
+
+    device = frame.planes[0].__dlpack_device__()[1]
+    # FFmpeg copies the picture out of NVDEC on the legacy default stream and PyAV's DLPack
+    # export takes no consumer stream: the copy must be complete before the planes are read.
+    torch.cuda.default_stream(device).synchronize()
+    y, uv = _nv12_planes(frame)
+    rgb = nv12_to_rgb(y, uv, Matrix.of(frame.colorspace), frame.color_range == _FULL_RANGE)
+    # complete before the decode thread hands it over: any stream may read it next
+    torch.cuda.current_stream(device).synchronize()
+    return rgb
+
+
+def _nv12_planes(frame: av.VideoFrame) -> tuple[torch.Tensor, torch.Tensor]:
+    """An NV12 frame's planes as tensors on its device, without a copy (DLPack).
+
+    Returns:
+        `Tensor[H, W] uint8` luma and `Tensor[ceil(H/2), ceil(W/2), 2] uint8` chroma, strided
+        by the frame's line sizes.
+    """
+    import torch
+
+    # The capsule, not the plane: torch.from_dlpack(plane) would pass it torch's stream, which
+    # PyAV refuses for CUDA frames.
+    y, uv = (torch.utils.dlpack.from_dlpack(plane.__dlpack__()) for plane in frame.planes[:2])
+    # PyAV exports floor(H/2) x floor(W/2) chroma; an odd side (MJPEG can have one; H.264 and
+    # H.265 crop 4:2:0 pictures in steps of 2) repeats its last chroma sample.
+    if uv.shape[0] < (frame.height + 1) // 2:
+        uv = torch.cat([uv, uv[-1:]], dim=0)
+    if uv.shape[1] < (frame.width + 1) // 2:
+        uv = torch.cat([uv, uv[:, -1:]], dim=1)
+    return y, uv
 
 
 def _pts(frame: av.VideoFrame, index: int, fmt: Format) -> float:
@@ -235,27 +296,122 @@ def _codec_threads(config: HandlerConfig) -> int:
     return max(1, min(4, cpus // config.decode_threads))
 
 
-@functools.lru_cache(maxsize=1)
-def _hwaccel() -> av.codec.hwaccel.HWAccel | None:
-    """NVDEC through FFmpeg's CUDA hwaccel when the worker has CUDA and the device opens."""
-    import av
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What decoding the test segment showed about one GPU's video decoder.
+
+    Attributes:
+        device: the CUDA device index.
+        accel: the hwaccel segments decode with on it; None when NVDEC is not proven there.
+        reason: why segments decode on the CPU ("" when `accel` is set).
+    """
+
+    device: int
+    accel: HWAccel | None
+    reason: str = ""
+
+
+def describe_decoder(config: HandlerConfig, device: torch.device) -> str:
+    """Where the worker's video segments decode, and why, for the startup log; proves NVDEC on
+    `device` first (`probe`) when the worker has CUDA."""
+    if not config.video_hw_decode:
+        return "video segments decode on the CPU: handler.video_hw_decode is false"
+    if device.type != "cuda":
+        return "video segments decode on the CPU: the worker has no CUDA device"
     import torch
 
-    if not torch.cuda.is_available():
+    found = probe(torch.cuda.current_device() if device.index is None else device.index)
+    if found.accel is None:
+        return f"video segments decode on the CPU: {found.reason}"
+    return f"video segments decode on NVDEC (GPU {found.device}), proven on a test segment"
+
+
+def _hwaccel(config: HandlerConfig) -> HWAccel | None:
+    """NVDEC on the calling thread's CUDA device (the worker's GPU: every decode thread is bound
+    to it) once it is proven there, else None: the CPU decodes."""
+    import torch
+
+    if not config.video_hw_decode or not torch.cuda.is_available():
         return None
+    return probe(torch.cuda.current_device()).accel
+
+
+@functools.cache
+def probe(device: int) -> Probe:
+    """Proves NVDEC on CUDA device `device`, once per device: it decodes the test segment with
+    FFmpeg's software fallback off, and the frames must be CUDA frames on that device.
+
+    Returns:
+        The hwaccel segments decode with (software fallback on, for streams NVDEC cannot take;
+        each segment's frames say which decoder made them), or why the CPU decodes instead,
+        which is also logged as a warning.
+    """
     from av.codec.hwaccel import HWAccel, hwdevices_available
 
     if "cuda" not in hwdevices_available():
-        logger.warning("CUDA is available but this FFmpeg build has no cuda hwaccel: CPU decode")
-        return None
-    # The CUDA device torch uses in this worker, and its primary context (the one torch uses):
-    # no CUDA context is created per segment, and decoding shares the worker's device memory.
-    accel = HWAccel("cuda", device=str(torch.cuda.current_device()), allow_software_fallback=True,
-                    options={"primary_ctx": "1"})
+        reason = (f"this FFmpeg has no cuda hwaccel (it has {hwdevices_available()}): install PyAV from its "
+                  "PyPI wheels, whose FFmpeg has it")
+    else:
+        reason = _not_on_gpu(device)
+    if reason:
+        logger.warning("GPU %d: video segments decode on the CPU: %s", device, reason)
+        return Probe(device, None, reason)
+    logger.info("GPU %d: video segments decode on NVDEC, proven on a test segment", device)
+    return Probe(device, _nvdec(HWAccel, device, fallback=True))
+
+
+def _nvdec(hwaccel: type[HWAccel], device: int, fallback: bool) -> HWAccel:
+    # primary_ctx: FFmpeg's device context wraps the device's primary CUDA context, the one torch
+    # uses, so a segment's decoder creates no CUDA context and its frames are torch's to read.
+    return hwaccel("cuda", device=str(device), allow_software_fallback=fallback, is_hw_owned=True,
+                   options={"primary_ctx": "1"})
+
+
+def _not_on_gpu(device: int) -> str:
+    """Why the test segment did not decode to CUDA frames on `device` ("" when it did)."""
+    import av
+    from av.codec.hwaccel import HWAccel
+
+    from handler.probe_segment import SEGMENT
+
+    accel = _nvdec(HWAccel, device, fallback=False)
+    with _ffmpeg_errors() as logs:
+        try:
+            with av.open(io.BytesIO(SEGMENT), "r", format="h264", hwaccel=accel) as container:
+                stream = container.streams.video[0]
+                frames = list(container.decode(stream))
+                hwaccel = stream.codec_context.is_hwaccel
+        except (av.FFmpegError, NotImplementedError, RuntimeError, ValueError) as err:
+            said = "; ".join(message.strip() for _, _, message in logs[-3:]) or f"{type(err).__name__}: {err}"
+            return (f"NVDEC could not decode a test H.264 segment (FFmpeg: {said}): the container needs "
+                    "the NVIDIA driver's libcuda and libnvcuvid (NVIDIA_DRIVER_CAPABILITIES=compute,utility,video)")
+    return _hardware_frames(frames, hwaccel, device)
+
+
+def _hardware_frames(frames: list[av.VideoFrame], hwaccel: bool, device: int) -> str:
+    """Why the test segment's decode is not NVDEC's on `device` ("" when it is)."""
+    if not hwaccel:
+        return "FFmpeg opened the test segment's H.264 decoder without the cuda hwaccel"
+    if not frames:
+        return "NVDEC gave no frame of the test segment"
+    kinds = sorted({frame.format.name for frame in frames})
+    if kinds != ["cuda"]:
+        return f"the test segment decoded to {kinds} frames, not CUDA frames: FFmpeg's software decoder ran"
+    where = {frame.planes[0].__dlpack_device__() for frame in frames}
+    if where != {(_DLPACK_CUDA, device)}:
+        return f"the test segment's CUDA frames are on DLPack devices {sorted(where)}, not GPU {device}"
+    return ""
+
+
+@contextlib.contextmanager
+def _ffmpeg_errors() -> Iterator[list[tuple[int, str, str]]]:
+    """FFmpeg's error lines while the block runs, in this thread (PyAV drops them otherwise)."""
+    import av.logging
+
+    level = av.logging.get_level()
+    av.logging.set_level(av.logging.ERROR)
     try:
-        accel.create(av.codec.Codec("h264", "r"))
-    except (av.FFmpegError, OSError, NotImplementedError, RuntimeError) as err:
-        logger.warning("the GPU's video decoder cannot be opened (%s): CPU decode", err)
-        return None
-    logger.info("video segments decode on the GPU (NVDEC through FFmpeg's cuda hwaccel)")
-    return accel
+        with av.logging.Capture() as logs:
+            yield logs
+    finally:
+        av.logging.set_level(level)

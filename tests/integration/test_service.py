@@ -13,7 +13,7 @@ from ts.metrics.metric_cache_yaml_impl import MetricsCacheYamlImpl
 from handler.errors import ConfigError
 from handler.models.build import build_all
 from handler.service import VideoFrameHandler
-from tests import support
+from tests import support, videos
 
 MODELS = support.ROOT / "handler" / "models"
 
@@ -80,6 +80,19 @@ def test_each_request_gets_its_own_status_and_json(quality, caplog):
     assert "video_frames_total.Count:4|#ModelName:frame_quality,Level:Model" in metrics
     assert "video_frames_rejected_total.Count:1|#ModelName:frame_quality,Level:Model,Reason:bad_input" in metrics
     assert "video_batch_fill_ratio.Ratio:0.125|" in metrics
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the worker here has no CUDA device")
+def test_the_decoder_is_logged_at_startup_and_segments_are_counted_by_it(model_dir, caplog):
+    context = _context(model_dir, "frame_quality", "frame_quality.pt")
+    handler = VideoFrameHandler()
+    with caplog.at_level(logging.INFO):
+        handler.initialize(context)
+        _serve(handler, context, [(videos.segment("mp4", frames=3), "video/mp4", {})] * 2)
+    messages = [r.getMessage() for r in caplog.records]
+    assert "video segments decode on the CPU: the worker has no CUDA device" in messages
+    metrics = "\n".join(m for m in messages if "[METRICS]" in m)
+    assert "video_segments_total.Count:2|#ModelName:frame_quality,Level:Model,Decoder:cpu" in metrics
 
 
 def test_a_32_request_burst_exceeds_the_model_batch(quality):

@@ -7,6 +7,7 @@ module may import its own floor or the floors below it, never above, and never i
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,8 @@ FLOORS = [
                "handler.doors.wire"]),
     ("core", ["handler.pipeline", "handler.waves", "handler.chunks", "handler.outputs"]),
     ("geometry and device memory", ["handler.layout", "handler.collate", "handler.memory", "handler.fills"]),
-    ("decoding", ["handler.frames", "handler.jpeg", "handler.video", "handler.formats", "handler.limits"]),
+    ("decoding", ["handler.frames", "handler.jpeg", "handler.video", "handler.colour", "handler.probe_segment",
+                  "handler.formats", "handler.limits"]),
     ("ground", ["handler", "handler.clip", "handler.config", "handler.device", "handler.errors", "handler.metrics",
                 "handler.loading", "handler.models", "handler.models.build", "handler.models.frame_quality",
                 "handler.models.fixed_batch_cnn"]),
@@ -112,3 +114,11 @@ def test_no_function_is_longer_than_a_screen():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
             and node.end_lineno is not None and node.end_lineno - node.lineno + 1 > SCREEN]
     assert not long, f"functions longer than {SCREEN} lines: split them\n" + "\n".join(long)
+
+
+def test_colour_conversion_is_pure_torch():
+    """`handler.colour` runs on any device torch has: it imports torch and the standard library only."""
+    tree = ast.parse((HANDLER / "colour.py").read_text())
+    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    names |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert {name.split(".")[0] for name in names} - set(sys.stdlib_module_names) == {"torch"}

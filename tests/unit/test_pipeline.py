@@ -14,7 +14,7 @@ from handler.config import HandlerConfig
 from handler.errors import CorruptFrame
 from handler.metrics import BatchStats, Kind, Sample, samples
 from handler.models import fixed_batch_cnn, frame_quality
-from tests import support
+from tests import support, videos
 from tests.support import Answering
 
 QUALITY = HandlerConfig.from_mapping({"model_max_batch": 16, "pass_sizes": True})
@@ -356,3 +356,14 @@ def test_segments_are_counted_by_their_decoder_and_sampled_with_a_decoder_dimens
         Sample("video_segments_total", Kind.COUNTER, 1, (("Decoder", "cpu"),)),
         Sample("video_segments_total", Kind.COUNTER, 2, (("Decoder", "nvdec"),))]
 
+
+def test_video_segments_are_counted_by_decoder_and_images_are_not(quality_model):
+    """On this machine (no CUDA) every segment says the CPU decoded it; a broken one counts nothing."""
+    segment = videos.segment("mp4", frames=3)
+    requests = [support.request(segment, "video/mp4"), _npy_request(support.frame(32, 48), 1),
+                support.request(segment, "video/mp4"), support.request(segment[:200], "video/mp4")]
+    responses, stats = Answering(quality_model, QUALITY).run(requests)
+    assert [r.status for r in responses] == [200, 200, 200, 400]
+    assert stats.segments == {"cpu": 2}
+    assert Sample("video_segments_total", Kind.COUNTER, 2, (("Decoder", "cpu"),)) in samples(stats, 8)
+    assert Sample("video_frames_rejected_total", Kind.COUNTER, 1, (("Reason", "bad_input"),)) in samples(stats, 8)

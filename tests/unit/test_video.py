@@ -176,7 +176,7 @@ def test_no_frame_over_a_limit_is_ever_converted(monkeypatch, limits, kept):
     config = dataclasses.replace(CONFIG, max_width=640, max_height=360, **limits)
     converted = []
     rgb = video._rgb
-    monkeypatch.setattr(video, "_rgb", lambda frame: converted.append(1) or rgb(frame))
+    monkeypatch.setattr(video, "_rgb", lambda frame, on_device: converted.append(1) or rgb(frame, on_device))
     with pytest.raises(ClipTooLarge):
         _decode(videos.segment("mpegts", width=640, height=360, frames=30), "mpegts", config=config)
     assert len(converted) == kept
