@@ -37,7 +37,9 @@ def test_the_dry_run_reaches_every_section_and_gpu_rows_do_not_apply(tmp_path):
     rows = {r["check"]: r for s in report["sections"] for r in s["rows"]}
     assert any("CPU 2 threads" in check and r["value"] > 0 for check, r in rows.items())
     assert any("CPU decode (FFmpeg" in check and r["value"] > 0 for check, r in rows.items())
-    assert sum("NVDEC" in check for check in rows) == 3 and any("nvJPEG" in check for check in rows)
+    nvdec = [r["check"] for s in report["sections"] if s["name"] == "nvdec" for r in s["rows"]]
+    assert sum("NVDEC" in check for check in nvdec) == 3 and any("nvJPEG" in check for check in rows)
+    assert any("jpeg_decoder: cpu" in check and r["value"] is None for check, r in rows.items())
 
 
 def _fine(probe: Probe) -> list[Row]:
