@@ -23,8 +23,8 @@ class DecodeOnlyHandler(BaseHandler):
     """Decodes each request like the video handler; answers sizes, one status per request."""
 
     def initialize(self, context) -> None:
-        self.config = HandlerConfig.from_mapping((context.model_yaml_config or {}).get("handler"))
-        self.pool = ThreadPoolExecutor(self.config.decode_threads, thread_name_prefix="decode")
+        self.config = HandlerConfig.from_mapping((context.model_yaml_config or {}).get("handler")).resolved(cuda=False)
+        self.pool = ThreadPoolExecutor(self.config.threads, thread_name_prefix="decode")
         self.initialized = True
 
     def handle(self, data, context) -> list[str]:

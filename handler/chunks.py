@@ -4,6 +4,7 @@ memory, halve the chunk (when that allocates less), remember the limit, and retr
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -41,7 +42,6 @@ class _Launched:
     outputs: HostOutputs | None = None
     failed: dict[int, FrameError] = field(default_factory=dict)
     results: list[Result] | None = None
-    ooms: int = 0
 
 
 class ChunkRunner:
@@ -74,6 +74,10 @@ class ChunkRunner:
         self._staging = staging or Staging(device, planner.capacity() if device.type == "cuda" else None)
         self._fill = fill or DeviceFill(device_jpeg(config, device))
         self._normalizer = Normalizer(config.normalize, device)
+        # The chunks' own stream, non-blocking: FFmpeg copies NVDEC's pictures on the legacy
+        # default stream, and a decode thread waiting for its frame must not wait for forwards.
+        self._stream: torch.cuda.Stream | None = None  # made at the first chunk
+        self._before_model: int | None = None  # the allocator's count just before the forward
 
     def run_all(self, chunks: Iterable[Chunk], frames: Sequence[Frame], originals: Sequence[Size],
                 stats: BatchStats) -> Iterator[tuple[Chunk, list[Result]]]:
@@ -99,14 +103,14 @@ class ChunkRunner:
     def _launch(self, chunk: Chunk, frames: Sequence[Frame], originals: Sequence[Size],
                 stats: BatchStats) -> _Launched:
         placement = self._layout.place(chunk.slot, [originals[i] for i in chunk.items])
-        before = self._ooms()
+        self._before_model = None
         try:
             outputs, failed = self._start([frames[i] for i in chunk.items], placement)
         except Exception as err:
-            oom = self._is_oom(err, before)
+            oom = self._is_oom(err)
             _log_failure(err, oom, chunk)
         else:
-            return _Launched(chunk, placement, outputs, failed, ooms=before)
+            return _Launched(chunk, placement, outputs, failed)
         # Outside the except block, so the failed attempt's tensors are already released.
         return _Launched(chunk, placement, results=self._after_failure(oom, chunk, placement, frames,
                                                                         originals, stats))
@@ -120,8 +124,8 @@ class ChunkRunner:
             outputs = launched.outputs.wait()
             results: list[Result] = list(per_frame(outputs, placement, self._layout,
                                                    self._config.dense_outputs))
-        except Exception as err:  # an asynchronous device error surfaces here
-            oom = self._is_oom(err, launched.ooms)
+        except Exception as err:  # an asynchronous device error surfaces here: never an allocation
+            oom = isinstance(err, torch.cuda.OutOfMemoryError)
             _log_failure(err, oom, chunk)
         else:
             stats.chunks += 1
@@ -131,10 +135,12 @@ class ChunkRunner:
             return chunk, [launched.failed.get(i, result) for i, result in enumerate(results)]
         return chunk, self._after_failure(oom, chunk, placement, frames, originals, stats)
 
-    def _is_oom(self, err: Exception, before: int) -> bool:
-        """Out of memory whatever was raised: the allocator counted one (TorchScript re-raises
-        it as a plain RuntimeError), or the error says so itself."""
-        return isinstance(err, torch.cuda.OutOfMemoryError) or self._ooms() > before
+    def _is_oom(self, err: Exception) -> bool:
+        """Out of memory whatever was raised: the error says so itself, or the allocator counted
+        one since the forward started (TorchScript re-raises it as a plain RuntimeError)."""
+        if isinstance(err, torch.cuda.OutOfMemoryError):
+            return True
+        return self._before_model is not None and self._ooms() > self._before_model
 
     def _after_failure(self, oom: bool, chunk: Chunk, placement: Placement, frames: Sequence[Frame],
                        originals: Sequence[Size], stats: BatchStats) -> list[Result]:
@@ -170,7 +176,9 @@ class ChunkRunner:
         later = self._fill.rows(frames)
         out = self._staging.take((placement.rows, *placement.slot, 3))
         batch = collate(frames, placement, out, parallel, later)
-        with torch.inference_mode():
+        if self._stream is None and self._device.type == "cuda":
+            self._stream = torch.cuda.Stream(self._device)  # type: ignore[no-untyped-call]
+        with torch.inference_mode(), _on(self._stream):
             pixels = self._staging.upload(batch.tensor)
             failed = {**batch.failed, **self._fill.fill(pixels, frames, later)}
             return self._on_device(pixels, batch).copy_to_host(), failed
@@ -184,7 +192,12 @@ class ChunkRunner:
             padded = [placement.slot] * (placement.rows - len(batch))
             sizes = torch.tensor(list(placement.sizes) + padded, dtype=torch.int64)
             args = (x, self._staging.upload_small(sizes))
+        self._before_model = self._ooms()
         return gather(self._model(*args), self._config.output_names, placement, len(batch))
+
+
+def _on(stream: torch.cuda.Stream | None) -> contextlib.AbstractContextManager[Any]:
+    return contextlib.nullcontext() if stream is None else torch.cuda.stream(stream)
 
 
 def _log_failure(err: Exception, oom: bool, chunk: Chunk) -> None:

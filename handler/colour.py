@@ -9,6 +9,7 @@ swscale's yuv420p -> rgb24 conversion (the CPU decoder's path) does.
 from __future__ import annotations
 
 import enum
+import functools
 
 import torch
 
@@ -65,11 +66,19 @@ def nv12_to_rgb(y: torch.Tensor, uv: torch.Tensor, matrix: Matrix, full_range: b
     _check(y, uv)
     height, width = y.shape
     chroma = uv.repeat_interleave(2, dim=0).repeat_interleave(2, dim=1)[:height, :width]
-    offsets = torch.tensor([0.0 if full_range else 16.0, 128.0, 128.0], device=y.device)
+    offsets, coefficients = _constants(matrix, full_range, y.device)
     ycc = torch.cat([y.unsqueeze(-1), chroma], dim=-1).float() - offsets
-    rgb = ycc @ matrix.coefficients(full_range).to(y.device).T
+    rgb = ycc @ coefficients
     # truncated, as swscale's fixed point does (rounding would put it a level above swscale)
     return rgb.floor_().clamp_(0, 255).to(torch.uint8)
+
+
+@functools.lru_cache(maxsize=32)
+def _constants(matrix: Matrix, full_range: bool, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The offsets and the transposed matrix on `device`, made once (a copy to a GPU from pageable
+    memory waits for that stream's work)."""
+    offsets = torch.tensor([0.0 if full_range else 16.0, 128.0, 128.0], device=device)
+    return offsets, matrix.coefficients(full_range).to(device).T.contiguous()
 
 
 def _check(y: torch.Tensor, uv: torch.Tensor) -> None:

@@ -68,14 +68,14 @@ def _positive(key: str, value: Any) -> float:
 
 
 def host_cpus() -> int:
-    """The CPUs this process may run on (`decode_threads: auto`)."""
+    """The CPUs this process may run on."""
     return len(os.sched_getaffinity(0))
 
 
-def _threads(key: str, value: Any) -> int:
-    """`auto` (the CPUs this worker may use) or a whole number."""
+def _threads(key: str, value: Any) -> int | None:
+    """`auto` (None: resolved per worker, `HandlerConfig.resolved`) or a whole number."""
     if value == "auto":
-        return host_cpus()
+        return None
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 4096:
         raise ConfigError(f"handler.{key} = {value!r}: use auto (one per CPU) or a whole number from 1 to 4096")
     return value
@@ -187,11 +187,24 @@ class HandlerConfig:
     normalize: Normalize = _setting(None, _optional(_normalize), factory=Normalize)
     output_names: tuple[str, ...] | None = _setting(None, _optional(_names))
     dense_outputs: tuple[str, ...] | None = _setting(None, _dense)  # None: "auto"
-    decode_threads: int = _setting(None, _threads, factory=host_cpus, shown="auto")
+    decode_threads: int | None = _setting(None, _threads, shown="auto")  # None: auto
     max_video_frames: int = _setting(120, _whole(1, 4096))
     video_codecs: tuple[str, ...] = _setting(("h264", "hevc", "mjpeg"), _codecs)
     video_hw_decode: bool = _setting(True, _flag)
     jpeg_decoder: JpegDecoder = _setting(JpegDecoder.CPU, _choice(JpegDecoder))
+
+    @property
+    def threads(self) -> int:
+        """`decode_threads`; `auto` not yet `resolved` for a worker counts as a CPU worker's."""
+        return self.resolved(cuda=False).decode_threads or 1
+
+    def resolved(self, cuda: bool) -> HandlerConfig:
+        """This config for a worker on CUDA or the CPU: `decode_threads: auto` is one thread per
+        CPU on CUDA (the host only decodes and collates); on the CPU it is 2, so that the model's
+        own intra-op threads (CPUs / decode_threads) keep the rest (docs/performance.md)."""
+        if self.decode_threads is not None:
+            return self
+        return dataclasses.replace(self, decode_threads=host_cpus() if cuda else min(2, host_cpus()))
 
     @property
     def max_chunk(self) -> int:

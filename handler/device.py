@@ -16,10 +16,20 @@ import torch
 OomCount = Callable[[], int]
 
 
+_worker = [torch.device("cpu")]
+
+
 def bind(device: torch.device) -> None:
-    """Makes `device` the calling thread's current CUDA device; nothing off CUDA."""
+    """Makes `device` the worker's device, and the calling thread's current CUDA device."""
+    _worker[0] = device
     if device.type == "cuda":
         torch.cuda.set_device(device)
+
+
+def worker_device() -> torch.device:
+    """The device this worker process serves on (the last `bind`; the CPU before any): a CPU
+    worker on a GPU host must not decode on GPU 0 just because CUDA is there."""
+    return _worker[0]
 
 
 def oom_count(device: torch.device) -> OomCount:

@@ -37,8 +37,16 @@ def nvjpeg(device: torch.device) -> BatchDecoder:
             f"handler.jpeg_decoder = nvjpeg needs torchvision built for torch {torch.__version__} "
             f"({err}); install it, or set jpeg_decoder: cpu") from None
 
+    # torchvision allocates the images on the current stream and fills them from its own: on a
+    # stream of their own, no block the chunks' stream freed (and may still be using) is handed out.
+    side = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
+
     def decode(bodies: list[torch.Tensor]) -> list[torch.Tensor]:
-        return list(decode_jpeg(bodies, mode=ImageReadMode.RGB, device=device))
+        current = torch.cuda.current_stream(device)
+        with torch.cuda.stream(side):
+            images = list(decode_jpeg(bodies, mode=ImageReadMode.RGB, device=device))
+        current.wait_stream(side)
+        return images
 
     return decode
 
@@ -121,6 +129,9 @@ def _on_cpu(frame: DeferredJpeg) -> torch.Tensor:
 
 
 def _place(x: torch.Tensor, row: int, pixels: torch.Tensor) -> None:
-    """`pixels` (`[h, w, 3]`) into the top-left of `x[row]`."""
+    """`pixels` (`[h, w, 3]`) into the top-left of `x[row]`. A frame made on another stream
+    (NVDEC's decode thread, the JPEG decoder's) is kept from reuse until this stream has read it."""
+    if pixels.is_cuda:
+        pixels.record_stream(torch.cuda.current_stream(pixels.device))
     h, w = pixels.shape[0], pixels.shape[1]
     x[row, :h, :w].copy_(pixels, non_blocking=True)

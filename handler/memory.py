@@ -66,7 +66,8 @@ class ChunkPlanner:
     def learn(self, slot: tuple[int, int], fits: int) -> None:
         """Records that `fits` frames of `slot` is the most to try for now.
 
-        Running out again soon after a raise doubles the successes the next raise needs.
+        Running out again before a raise has held for as many chunks as it took doubles the
+        successes the next raise needs; a raise that held resets that.
         """
         learned = self._learned.setdefault(slot, _Learned(max(1, fits)))
         if learned.raised:
@@ -81,9 +82,14 @@ class ChunkPlanner:
         if learned is None or frames < learned.limit:
             return
         learned.successes += 1
-        if learned.successes >= learned.needed:
+        if learned.successes < learned.needed:
+            return
+        learned.successes = 0
+        if learned.raised:  # the last raise held for `needed` full chunks: back to the first pace
+            learned.raised = False
+            learned.needed = RECOVER_AFTER
+        if learned.limit < self._config.max_chunk:
             learned.limit = min(self._config.max_chunk, learned.limit * 2)
-            learned.successes = 0
             learned.raised = True
 
     def capacity(self) -> int:

@@ -97,12 +97,13 @@ class Pipeline:
         self._clock = clock
         self._device = device
         bind(device)
+        config = config.resolved(cuda=device.type == "cuda")
         layout = layout_for(config)
         self._planner = ChunkPlanner(config, layout)
         pool = decode_pool(config, device)
         self._waves = Waves(config, layout, pool)
         self._chunks = ChunkRunner(model, config, device, layout, self._planner, pool.map, ooms)
-        _limit_intra_op_threads(config.decode_threads)
+        _limit_intra_op_threads(config.threads)
 
     def run(self, requests: Sequence[Request]) -> tuple[list[Outcome], BatchStats]:
         """Every request's outcome, in order; a bad one never fails the others."""
@@ -144,7 +145,7 @@ def decode_pool(config: HandlerConfig, device: torch.device) -> ThreadPoolExecut
     Pillow, libjpeg-turbo, NumPy and FFmpeg release the GIL: a batch is decoded in parallel.
     NVDEC and any CUDA work in these threads then use the worker's GPU, not GPU 0.
     """
-    return ThreadPoolExecutor(config.decode_threads, thread_name_prefix="decode",
+    return ThreadPoolExecutor(config.threads, thread_name_prefix="decode",
                               initializer=bind, initargs=(device,))
 
 

@@ -32,6 +32,7 @@ import numpy as np
 from handler.clip import Clip
 from handler.colour import Matrix, nv12_to_rgb
 from handler.config import HandlerConfig, Resize
+from handler.device import worker_device
 from handler.errors import ClipTooLarge, CorruptFrame, EmptyFrame, UnsupportedCodec
 from handler.formats import GENERIC, MEDIA_TYPES, Format, media_type, sniff
 from handler.limits import Limits
@@ -235,7 +236,13 @@ def _rgb(frame: av.VideoFrame, on_device: bool) -> np.ndarray | torch.Tensor:
     sw_format = frame.sw_format
     if sw_format is not None and sw_format.name == "nv12":
         if on_device:
-            return _device_rgb(frame)
+            import torch
+
+            try:
+                return _device_rgb(frame)
+            except torch.cuda.OutOfMemoryError:
+                logger.warning("no device memory to convert a %dx%d NVDEC frame: converted on the host",
+                               frame.width, frame.height)
         # swscale interpolates NV12's chroma (up to 50 levels from the CPU decoder's RGB at colour
         # edges) but replicates yuv420p's, as for the CPU decoder's frames: same samples, same RGB.
         frame = frame.reformat(format="yuv420p")
@@ -293,7 +300,7 @@ def _codec_threads(config: HandlerConfig) -> int:
     # rather than oversubscribe (measured on 2 shared cores, 2 threads per decoder won at 1080p
     # and lost at 720p; docs/video.md). More than 4 threads only adds frames in flight.
     cpus = len(os.sched_getaffinity(0))
-    return max(1, min(4, cpus // config.decode_threads))
+    return max(1, min(4, cpus // config.threads))
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,13 +334,14 @@ def describe_decoder(config: HandlerConfig, device: torch.device) -> str:
 
 
 def _hwaccel(config: HandlerConfig) -> HWAccel | None:
-    """NVDEC on the calling thread's CUDA device (the worker's GPU: every decode thread is bound
-    to it) once it is proven there, else None: the CPU decodes."""
+    """NVDEC on the worker's GPU (`handler.device.bind`) once it is proven there, else None:
+    the CPU decodes (also for a CPU worker on a GPU host)."""
+    worker = worker_device()
+    if not config.video_hw_decode or worker.type != "cuda":
+        return None
     import torch
 
-    if not config.video_hw_decode or not torch.cuda.is_available():
-        return None
-    return probe(torch.cuda.current_device()).accel
+    return probe(torch.cuda.current_device() if worker.index is None else worker.index).accel
 
 
 @functools.cache

@@ -47,7 +47,7 @@ class Waves:
         def submit(request: Request) -> Future[Decoded]:
             return self._pool.submit(self._decode, request, started)
 
-        pending.extend(map(submit, itertools.islice(queued, self._config.decode_threads)))
+        pending.extend(map(submit, itertools.islice(queued, self._config.threads)))
         wave: list[Decoded] = []
         held = 0
         while pending:

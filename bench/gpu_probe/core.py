@@ -344,7 +344,7 @@ def pipeline_jpeg_section(probe: Probe) -> list[Row]:
                         f"{fmt(rate.per_second, 'frames/s')}, statuses {sorted(statuses)}",
                         rate.per_second if probe.cuda else None, "frames/s", "≥ 5,000 frames/s" if target else "",
                         _cuda(probe, rate.per_second >= 5000 and statuses == {200}) if target else None,
-                        f"{config.decode_threads} decode threads, chunks of 16, a trivial model",
+                        f"{config.resolved(probe.cuda).threads} decode threads, chunks of 16, a trivial model",
                         cuda_only=True))
     return rows
 

@@ -13,6 +13,7 @@ import simplejpeg
 import torch
 
 from handler import chunks as chunks_module
+from handler import device
 from handler import outputs as outputs_module
 from handler.collate import collate
 from handler.config import HandlerConfig, JpegDecoder
@@ -80,12 +81,13 @@ def test_a_frame_alone_that_the_allocator_cannot_fit_gets_507():
 
 def test_the_worker_thread_and_every_decode_thread_are_bound_to_the_workers_gpu(monkeypatch):
     bound = []
+    monkeypatch.setattr(device, "_worker", [torch.device("cpu")])  # restored after the test
     monkeypatch.setattr(torch.cuda, "set_device", lambda d: bound.append(
         (threading.current_thread().name, torch.device(d))))
     gpu = torch.device("cuda", 3)
     config = HandlerConfig.from_mapping({"decode_threads": 3})
     Pipeline(lambda x: x, config, gpu)
-    assert bound == [(threading.current_thread().name, gpu)]
+    assert bound == [(threading.current_thread().name, gpu)] and device.worker_device() == gpu
 
     bound.clear()
     pool = decode_pool(config, gpu)
@@ -239,8 +241,11 @@ def test_frames_already_on_the_device_are_placed_after_the_upload_with_zero_padd
 
 def test_decode_threads_auto_and_jpeg_decoder_settings(monkeypatch):
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(6)))
-    assert HandlerConfig.from_mapping({"decode_threads": "auto"}).decode_threads == 6
-    assert HandlerConfig.from_mapping({}).decode_threads == 6
+    auto = HandlerConfig.from_mapping({"decode_threads": "auto"})
+    assert auto == HandlerConfig.from_mapping({}) and auto.decode_threads is None
+    assert auto.resolved(cuda=True).threads == 6  # the host only decodes and collates
+    assert auto.resolved(cuda=False).threads == 2 == auto.threads  # the forward's threads get the rest
+    assert HandlerConfig.from_mapping({"decode_threads": 3}).resolved(cuda=True).threads == 3
     assert HandlerConfig.from_mapping({"jpeg_decoder": "nvjpeg"}).jpeg_decoder is JpegDecoder.NVJPEG
     with pytest.raises(ConfigError, match="decode_threads = 0: use auto"):
         HandlerConfig.from_mapping({"decode_threads": 0})

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 
-from handler import video
+from handler import device, video
 from handler.config import HandlerConfig
 from handler.formats import Format
 from tests import videos
@@ -69,6 +69,7 @@ def gpu_worker(monkeypatch, fresh_probe):
     """torch sees CUDA with a current device per thread; FFmpeg has the cuda hwaccel and decodes
     the test segment as the returned `FakeDecoder` says."""
     local = threading.local()
+    monkeypatch.setattr(device, "_worker", [torch.device("cuda")])  # a CUDA worker, its index per thread
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: local.device)
     monkeypatch.setattr(av.codec.hwaccel, "HWAccel", FakeAccel)
@@ -102,6 +103,15 @@ def test_each_thread_gets_the_accel_of_its_own_current_device_proven_once(gpu_wo
     for accel in (three, five, *decoder.opened):
         assert (accel.device_type, accel.is_hw_owned, accel.options) == ("cuda", True, {"primary_ctx": "1"})
     assert all(accel.fallback for accel in (three, five))
+
+
+def test_the_workers_own_gpu_decodes_and_a_cpu_worker_on_a_gpu_host_never_does(gpu_worker, monkeypatch):
+    local, decoder = gpu_worker
+    monkeypatch.setattr(device, "_worker", [torch.device("cuda", 4)])
+    assert _accel_on(local, 0).device == "4"  # the worker's gpu_id, whatever the thread's device
+    monkeypatch.setattr(device, "_worker", [torch.device("cpu")])
+    assert _accel_on(local, 0) is None
+    assert [a.device for a in decoder.opened] == ["4"]
 
 
 def test_a_proven_gpu_is_named_at_startup(gpu_worker):
@@ -146,6 +156,7 @@ def test_without_cuda_or_with_hw_decode_off_the_cpu_decodes_and_nothing_is_probe
 
 @pytest.mark.skipif(ctypes.util.find_library("cuda") is not None, reason="this machine has the CUDA driver")
 def test_real_ffmpeg_without_the_driver_says_why_and_segments_decode_on_the_cpu(monkeypatch, fresh_probe):
+    monkeypatch.setattr(device, "_worker", [torch.device("cuda", 0)])
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     reason = video.probe(0).reason
