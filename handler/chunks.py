@@ -87,7 +87,7 @@ class ChunkRunner:
         flight as staging has buffers), so the device is not idle while the host collates.
         """
         in_flight: deque[_Launched] = deque()
-        for chunk in chunks:
+        for chunk in self._fitting(chunks):
             in_flight.append(self._launch(chunk, frames, originals, stats))
             if len(in_flight) >= self._staging.depth:
                 yield self._finish(in_flight.popleft(), frames, originals, stats)
@@ -166,8 +166,16 @@ class ChunkRunner:
         half = len(chunk.items) // 2
         self._planner.learn(chunk.slot, half)
         stats.oom_splits += 1
-        return (self.run(Chunk(chunk.slot, chunk.items[:half]), frames, originals, stats)
-                + self.run(Chunk(chunk.slot, chunk.items[half:]), frames, originals, stats))
+        halves = (Chunk(chunk.slot, chunk.items[:half]), Chunk(chunk.slot, chunk.items[half:]))
+        return [result for piece in self._fitting(halves) for result in self.run(piece, frames, originals, stats)]
+
+    def _fitting(self, chunks: Iterable[Chunk]) -> Iterator[Chunk]:
+        """The chunks, each cut to its slot's limit as it is when the chunk's turn comes: after an
+        out-of-memory split, the wave's later chunks of that slot start at the learned size."""
+        for chunk in chunks:
+            limit = self._planner.limit(chunk.slot)
+            for start in range(0, len(chunk.items), limit):
+                yield Chunk(chunk.slot, chunk.items[start:start + limit])
 
     def _start(self, frames: list[Frame], placement: Placement) -> tuple[HostOutputs, dict[int, FrameError]]:
         """Collates, uploads and starts the forward and the outputs' copy back; waits for none."""

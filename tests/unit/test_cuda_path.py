@@ -63,7 +63,7 @@ def test_an_oom_inside_a_torchscript_model_is_split_by_the_allocators_count_not_
     pipeline = Answering(model, MEAN, ooms=lambda: int(model.ooms))
     responses, stats = pipeline.run([_npy(f, i) for i, f in enumerate(frames)])
     assert [r.status for r in responses] == [200] * 16
-    assert stats.oom_splits == 3 and stats.chunks == 4  # 16 -> 8 + 8 -> 4 x 4
+    assert stats.oom_splits == 2 and stats.chunks == 4  # 16 -> 8 + 8; the first 8 -> 4 + 4, the second goes as 4 + 4
     assert _means(responses) == pytest.approx([float(f.mean()) for f in frames], rel=1e-6)
 
     # The same error with the count unchanged is the model's own failure: its chunk alone, 500.
@@ -161,6 +161,13 @@ def test_a_transient_oom_does_not_halve_the_chunk_forever():
     model.batches.clear()
     pipeline.run(burst)
     assert model.batches == [16]
+
+
+def test_after_a_split_the_rest_of_the_wave_starts_at_the_learned_size():
+    model = TransientOom(limit=4)
+    _, stats = Answering(model, MEAN).run([_npy(support.frame(32, 32, i), i) for i in range(32)])
+    # 16 -> 8 + 8; the first 8 -> 4 + 4; the second 8 and the next planned 16 go in 4s
+    assert model.batches == [16, 8, 4, 4, 4, 4] + [4] * 4 and stats.oom_splits == 2
 
 
 def test_a_limit_raised_too_soon_needs_twice_the_successes_next_time():
