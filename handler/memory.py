@@ -139,7 +139,7 @@ class Staging:
         self._capacity = capacity
         self._buffers: list[torch.Tensor | None] = [None] * self.depth
         self._copied: list[torch.cuda.Event | None] = [None] * self.depth
-        self._turn = self._last = 0
+        self._turn = 0  # the buffer the next `take` uses
 
     @property
     def allocated_bytes(self) -> int:
@@ -160,7 +160,6 @@ class Staging:
             self._buffers[turn] = None  # free the old one before allocating the larger
             size = max(numel, self._capacity or 0)
             buffer = self._buffers[turn] = torch.empty(size, dtype=self.dtype, pin_memory=self._pinned)
-        self._last = turn
         return buffer[:numel].view(shape)
 
     def upload(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -172,7 +171,7 @@ class Staging:
         if self._pinned:
             event = torch.cuda.Event()  # type: ignore[no-untyped-call]
             event.record(torch.cuda.current_stream(self._device))
-            self._copied[self._last] = event
+            self._copied[(self._turn - 1) % self.depth] = event  # the buffer last taken
         return moved
 
     def upload_small(self, tensor: torch.Tensor) -> torch.Tensor:
