@@ -4,10 +4,13 @@
 #   ./archive.sh                                   the demo archives: frame_quality, its low-latency
 #                                                  lane frame_quality_realtime, its stream lane
 #                                                  frame_quality_stream, fixed_batch_cnn
-#   ./archive.sh NAME MODEL_FILE CONFIG_YAML [VERSION]
+#   ./archive.sh NAME MODEL_FILE CONFIG_YAML [VERSION] [--model-file MODULE.py]
 #                                                  your own model: a TorchScript (.pt) or
-#                                                  torch.export (.pt2) file and a model-config
-#                                                  YAML with a `handler:` section
+#                                                  torch.export (.pt2) file, or with --model-file
+#                                                  (one nn.Module class) its state dict (.pth,
+#                                                  .pt), and a model-config YAML with a `handler:`
+#                                                  section; its `labels:` file, beside the YAML,
+#                                                  is packed too
 # Environment: MODEL_STORE (default: model_store/ beside this script), PYTHON (default: python3),
 # HANDLER_FILE (default: handler/service.py; a file defining one subclass of VideoFrameHandler).
 set -euo pipefail
@@ -24,28 +27,45 @@ command -v torch-model-archiver >/dev/null ||
   die "torch-model-archiver not found: pip install torch-model-archiver==0.12.0"
 
 package() {
-  local name=$1 model=$2 config=$3 version=${4:-1.0}
+  local name=$1 model=$2 config=$3 version=${4:-1.0} model_file=${5:-}
   [[ $name =~ ^[A-Za-z0-9][A-Za-z0-9_.-]*$ ]] || die "invalid model name '$name': use letters, digits, _ . -"
   [[ -f $model ]] || die "model file not found: $model"
   [[ -f $config ]] || die "model-config YAML not found: $config"
-  case $model in
-    *.pt|*.ts|*.torchscript|*.pt2) ;;
-    *) die "cannot package $model: use a TorchScript (.pt) or torch.export (.pt2) file" ;;
-  esac
-  # Check the handler: section now rather than at worker start.
-  PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" -c '
+  if [[ -n $model_file ]]; then
+    [[ -f $model_file && $model_file == *.py ]] || die "--model-file $model_file: give the Python file that defines the model's nn.Module class"
+    case $model in
+      *.pth|*.pt|*.bin) ;;
+      *) die "with --model-file, MODEL_FILE is the module's state dict (.pth or .pt from torch.save(model.state_dict()))" ;;
+    esac
+  else
+    case $model in
+      *.pt|*.ts|*.torchscript|*.pt2) ;;
+      *) die "cannot package $model: use a TorchScript (.pt) or torch.export (.pt2) file, or a state dict with --model-file" ;;
+    esac
+  fi
+  # Check the handler: section now rather than at worker start; it names the labels file.
+  local labels
+  labels="$(PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" -c '
 import sys, yaml
 from handler.config import HandlerConfig
-HandlerConfig.from_mapping((yaml.safe_load(open(sys.argv[1])) or {}).get("handler"))
-' "$config" || die "fix the handler: section of $config"
+print(HandlerConfig.from_mapping((yaml.safe_load(open(sys.argv[1])) or {}).get("handler")).labels or "")
+' "$config")" || die "fix the handler: section of $config"
 
   local stage
   stage="$(mktemp -d)"
   # The handler package, subpackages included (the demo models' code is not needed to serve).
   (cd "$here" && find handler -name '*.py' -not -path 'handler/models/*' -exec cp --parents -t "$stage" {} +)
+  if [[ -n $labels ]]; then
+    local beside
+    beside="$(dirname "$config")/$labels"
+    [[ -f $beside ]] || die "handler.labels = $labels: put that file beside $config"
+    cp "$beside" "$stage/"
+  fi
   mkdir -p "$store"
+  local extra=()
+  [[ -n $model_file ]] && extra=(--model-file "$model_file")
   torch-model-archiver --model-name "$name" --version "$version" \
-    --serialized-file "$model" --handler "$handler_file" \
+    --serialized-file "$model" --handler "$handler_file" "${extra[@]}" \
     --extra-files "$stage" --config-file "$config" \
     --export-path "$store" --force
   rm -rf "$stage"
@@ -60,9 +80,18 @@ if [[ $# -eq 0 ]]; then
   package frame_quality_realtime "$build/frame_quality.pt" "$here/handler/models/frame_quality_realtime.yaml"
   package frame_quality_stream "$build/frame_quality.pt" "$here/handler/models/frame_quality_stream.yaml"
   package fixed_batch_cnn "$build/fixed_batch_cnn.pt2" "$here/handler/models/fixed_batch_cnn.yaml"
-elif [[ $# -ge 3 && $# -le 4 ]]; then
-  package "$@"
+elif [[ $# -ge 3 ]]; then
+  args=() model_file=""
+  while (($#)); do
+    case $1 in
+      --model-file) (($# >= 2)) || die "--model-file needs a file"; model_file=$2; shift 2 ;;
+      --model-file=*) model_file=${1#*=}; shift ;;
+      *) args+=("$1"); shift ;;
+    esac
+  done
+  ((${#args[@]} >= 3 && ${#args[@]} <= 4)) || { sed -n '2,14p' "$0" >&2; exit 2; }
+  package "${args[0]}" "${args[1]}" "${args[2]}" "${args[3]:-1.0}" "$model_file"
 else
-  sed -n '2,10p' "$0" >&2
+  sed -n '2,14p' "$0" >&2
   exit 2
 fi

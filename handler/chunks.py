@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 from handler.clip import Frame, FrameResult, Size
@@ -22,7 +23,9 @@ from handler.fills import DeviceFill, device_jpeg
 from handler.layout import Layout, Placement
 from handler.memory import Chunk, ChunkPlanner, Staging
 from handler.metrics import BatchStats
-from handler.outputs import Gathered, HostOutputs, gather, per_frame
+from handler.outputs import Gathered, HostOutputs
+from handler.tasks.head import Head
+from handler.tasks.raw import RawHead
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +53,7 @@ class ChunkRunner:
     def __init__(self, model: Callable[..., Any], config: HandlerConfig, device: torch.device,
                  layout: Layout, planner: ChunkPlanner, parallel: ParallelMap,
                  ooms: OomCount | None = None, staging: Staging | None = None,
-                 fill: DeviceFill | None = None) -> None:
+                 fill: DeviceFill | None = None, head: Head | None = None) -> None:
         """A runner for `model` on `device`.
 
         Args:
@@ -63,6 +66,7 @@ class ChunkRunner:
             ooms: the allocator's out-of-memory count (default: `handler.device.oom_count`).
             staging: the host buffers (default: two pinned at the planner's capacity on CUDA).
             fill: what goes to the device directly (default: per `jpeg_decoder`).
+            head: the task's calling of the model and reading of its outputs (default: `raw`).
         """
         self._model = model
         self._config = config
@@ -74,6 +78,7 @@ class ChunkRunner:
         self._staging = staging or Staging(device, planner.capacity() if device.type == "cuda" else None)
         self._fill = fill or DeviceFill(device_jpeg(config, device))
         self._normalizer = Normalizer(config.normalize, device)
+        self._head = head or RawHead(config.output_names, config.dense_outputs)
         # The chunks' own stream, non-blocking: FFmpeg copies NVDEC's pictures on the legacy
         # default stream, and a decode thread waiting for its frame must not wait for forwards.
         self._stream: torch.cuda.Stream | None = None  # made at the first chunk
@@ -122,8 +127,7 @@ class ChunkRunner:
             return chunk, launched.results or []
         try:
             outputs = launched.outputs.wait()
-            results: list[Result] = list(per_frame(outputs, placement, self._layout,
-                                                   self._config.dense_outputs))
+            results: list[Result] = list(self._head.per_frame(outputs, placement, self._layout))
         except Exception as err:  # an asynchronous device error surfaces here: never an allocation
             oom = isinstance(err, torch.cuda.OutOfMemoryError)
             _log_failure(err, oom, chunk)
@@ -183,25 +187,42 @@ class ChunkRunner:
         parallel = self._parallel if placement.tensor_pixels >= _PARALLEL_COLLATE_PIXELS else map
         later = self._fill.rows(frames)
         out = self._staging.take((placement.rows, *placement.slot, 3))
-        batch = collate(frames, placement, out, parallel, later)
+        batch = collate(frames, placement, out, parallel, later, self._config.pad_value)
         if self._stream is None and self._device.type == "cuda":
             self._stream = torch.cuda.Stream(self._device)  # type: ignore[no-untyped-call]
         with torch.inference_mode(), _on(self._stream):
             pixels = self._staging.upload(batch.tensor)
-            failed = {**batch.failed, **self._fill.fill(pixels, frames, later)}
+            failed = {**batch.failed, **self._fill.fill(pixels, frames, later, placement.offsets)}
             return self._on_device(pixels, batch).copy_to_host(), failed
 
-    def _on_device(self, pixels: torch.Tensor, batch: PaddedBatch) -> Gathered:
-        """Normalise, forward, and gather the outputs' real rows: no host sync in here."""
+    def _on_device(self, pixels: torch.Tensor, batch: PaddedBatch, settle: bool = False) -> Gathered:
+        """Normalise, forward, and gather what the task needs of the outputs: no per-frame host
+        sync in here (`settle`: the dummy chunk at `initialize`, which fixes `format: auto`)."""
         placement = batch.placement
         x = self._normalizer(pixels)
-        args: tuple[torch.Tensor, ...] = (x,)
+        sizes = None
         if self._config.pass_sizes:
             padded = [placement.slot] * (placement.rows - len(batch))
-            sizes = torch.tensor(list(placement.sizes) + padded, dtype=torch.int64)
-            args = (x, self._staging.upload_small(sizes))
+            sizes = self._staging.upload_small(torch.tensor(list(placement.sizes) + padded, dtype=torch.int64))
         self._before_model = self._ooms()
-        return gather(self._model(*args), self._config.output_names, placement, len(batch))
+        call = getattr(self._head, "settle", None) if settle else None
+        raw = (call or self._head.call)(self._model, x, placement, sizes)
+        return self._head.gather(raw, placement, len(batch), self._staging.upload_small)
+
+    def probe(self, size: Size) -> list[FrameResult]:
+        """Runs one dummy frame of `size` (pad value) through the model and the task, as at
+        `initialize`: a task or format that does not fit the model's outputs fails here.
+
+        Raises:
+            ConfigError: the outputs do not fit the task or format (naming both).
+        """
+        placement = self._layout.place(self._layout.slot(*size), [size])
+        frame = np.full((*self._layout.fitted(*size), 3), self._config.pad_value, dtype=np.uint8)
+        batch = collate([frame], placement, pad_value=self._config.pad_value)
+        with torch.inference_mode():
+            pixels = batch.tensor.to(self._device)
+            outputs = self._on_device(pixels, batch, settle=True).copy_to_host().wait()
+        return self._head.per_frame(outputs, placement, self._layout)
 
 
 def _on(stream: torch.cuda.Stream | None) -> contextlib.AbstractContextManager[Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import numpy as np
 import torch
@@ -242,12 +242,15 @@ class Request:
 
 @dataclass(slots=True)
 class FrameResult:
-    """One frame's answer: its own size, the model's outputs for it and, for video, its pts."""
+    """One frame's answer: its own size, the model's outputs for it (`task: raw`) or the task's
+    answer (`{"detections": [...]}`, `{"classes": [...]}`, `{"segments": [...]}`, JSON-ready)
+    and, for video, its pts."""
 
     width: int
     height: int
     outputs: dict[str, Value] = field(default_factory=dict)
     pts: float | None = None
+    answer: dict[str, Any] | None = None
 
 
 #: A request's outcome: every frame's result, in order, or the one error that answers it.

@@ -22,11 +22,11 @@ from handler.layout import Placement
 
 @dataclass(frozen=True, slots=True)
 class PaddedBatch:
-    """Frames copied into one allocation, each in the top-left corner of its slot.
+    """Frames copied into one allocation, each at its corner of its slot (`placement.offsets`).
 
     Attributes:
         tensor: `Tensor[R, H, W, 3]` (uint8, or float32 when collated for a CPU model),
-            R = placement.rows; rows past the frames and pixels outside a frame are zero.
+            R = placement.rows; rows past the frames and pixels outside a frame are `pad_value`.
         placement: the layout's answer for this chunk (slot, rows, sizes, original sizes).
         failed: rows whose deferred frame could not be decoded (their slot is zero).
     """
@@ -41,19 +41,18 @@ class PaddedBatch:
 
 def collate(frames: Sequence[Frame], placement: Placement, out: torch.Tensor | None = None,
             parallel: Callable[[Callable[[int], None], range], Iterable[None]] = map,
-            later: frozenset[int] = frozenset()) -> PaddedBatch:
+            later: frozenset[int] = frozenset(), pad_value: int = 0) -> PaddedBatch:
     """Copies frames into one `[rows, H, W, 3]` tensor: one allocation, one copy each.
 
     Args:
-        frames: `[h, w, 3]` uint8 arrays, or deferred frames decoded straight into their slot
-            (a frame that fails to decode is recorded in `failed`, its slot left zero).
-            Frame i is of size `placement.sizes[i]`.
+        frames: `[h, w, 3]` uint8 arrays of `placement.sizes`, or deferred frames decoded
+            straight into their slot (one that fails to decode is recorded in `failed`).
         placement: the slot, rows and sizes from the layout.
         out: a buffer to fill instead of allocating, `[rows, H, W, 3]` uint8 or float32; a
             float32 one gets the pixel values converted in the same copy.
-        parallel: a `map` that runs the per-row copies (e.g. a thread pool's: NumPy releases
-            the GIL while copying); rows are independent.
-        later: rows left zero here, filled on the device after the upload (`handler.fills`).
+        parallel: a `map` that runs the (independent) per-row copies, e.g. a thread pool's.
+        later: rows left as padding here, filled on the device after the upload (`handler.fills`).
+        pad_value: every pixel outside a frame (Ultralytics trains with 114).
 
     Raises:
         ValueError: a frame's size is not the one the placement gives it.
@@ -70,7 +69,8 @@ def collate(frames: Sequence[Frame], placement: Placement, out: torch.Tensor | N
         frame = frames[i] if i < len(frames) and i not in later else None
         if isinstance(frame, torch.Tensor):
             raise TypeError(f"row {i} is on the device: collate it `later`")
-        error = _fill(slots[i], frame, placement.sizes[i] if frame is not None else (0, 0))
+        error = slots[i].fill(pad_value) if frame is None else _fill(
+            slots[i], frame, placement.sizes[i], placement.offset(i), pad_value)
         if error is not None:
             failed[i] = error
 
@@ -79,21 +79,25 @@ def collate(frames: Sequence[Frame], placement: Placement, out: torch.Tensor | N
     return PaddedBatch(out, placement, failed)
 
 
-def _fill(slot: np.ndarray, frame: np.ndarray | Deferred | None, size: tuple[int, int]) -> FrameError | None:
-    """Copies (or decodes) one frame into the top-left of its slot and zeroes the rest; a row
-    without a frame is all zero. Returns the error of a deferred frame that failed to decode."""
-    h, w = size
+def _fill(slot: np.ndarray, frame: np.ndarray | Deferred, size: tuple[int, int], offset: tuple[int, int],
+          pad_value: int) -> FrameError | None:
+    """Copies (or decodes) one frame into its area of the slot and pads the rest with
+    `pad_value`. Returns the error of a deferred frame that failed to decode."""
+    (h, w), (top, left) = size, offset
+    area = slot[top:top + h, left:left + w]
     error = None
     if isinstance(frame, np.ndarray):
-        np.copyto(slot[:h, :w], frame)
-    elif frame is not None:
+        np.copyto(area, frame)
+    else:
         try:
-            _decode_into(frame, slot[:h, :w])
+            _decode_into(frame, area)
         except FrameError as err:
             error = err
-            slot[:h, :w].fill(0)
-    slot[h:].fill(0)
-    slot[:h, w:].fill(0)
+            area.fill(pad_value)
+    slot[:top].fill(pad_value)
+    slot[top + h:].fill(pad_value)
+    slot[top:top + h, :left].fill(pad_value)
+    slot[top:top + h, left + w:].fill(pad_value)
     return error
 
 

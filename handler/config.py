@@ -24,6 +24,40 @@ class Resize(enum.Enum):
     LETTERBOX = "letterbox"  # fixed-input engines: aspect-preserving resize + pad to `input_size`
 
 
+class LetterboxPad(enum.Enum):
+    """Where a letterboxed frame sits in the engine's input."""
+
+    TOP_LEFT = "top_left"  # DeepStream's default
+    CENTER = "center"  # Ultralytics' (and DeepStream's `symmetric-padding`): the borders split evenly
+
+
+class Task(enum.Enum):
+    """What a frame's answer is (DESIGN section 12)."""
+
+    RAW = "raw"  # the model's named outputs per frame
+    DETECTION = "detection"  # boxes, scores, labels (keypoints, masks) in the frame's pixels
+    CLASSIFICATION = "classification"  # the top-k classes
+    SEGMENTATION = "segmentation"  # one mask (COCO RLE) per class present
+
+
+class DetectionFormat(enum.Enum):
+    """How a detector's outputs are laid out (`auto`: from their shapes and types)."""
+
+    AUTO = "auto"
+    YOLO = "yolo"  # [N, 4 + nc (+ extra), A]: cx, cy, w, h, class scores; no NMS (Ultralytics v8/11)
+    END2END = "end2end"  # [N, K, 6 (+ extra)]: x1, y1, x2, y2, score, class (YOLOv10, nms=True exports)
+    EFFICIENT_NMS = "efficient_nms"  # num_detections, detection_boxes/scores/classes (TensorRT)
+    TORCHVISION = "torchvision"  # List[Dict[str, Tensor]] (or the scripted (losses, detections))
+
+
+class Activation(enum.Enum):
+    """What turns a classifier's outputs into scores."""
+
+    SOFTMAX = "softmax"
+    SIGMOID = "sigmoid"
+    NONE = "none"  # the outputs already are scores
+
+
 class JpegDecoder(enum.Enum):
     """Where JPEG frames are decoded on a CUDA worker."""
 
@@ -155,6 +189,48 @@ def _normalize(key: str, value: Any) -> Normalize:
     return Normalize(float(scale), triples["mean"], triples["std"])
 
 
+def _fraction(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ConfigError(f"handler.{key} = {value!r}: use a number from 0 to 1")
+    return float(value)
+
+
+def _pixels(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= _MAX_SIDE:
+        raise ConfigError(f"handler.{key} = {value!r}: use a number of pixels from 0 to {_MAX_SIDE}")
+    return float(value)
+
+
+ClassKey = int | str  # a class id, or a label from the labels file
+
+
+def _class_key(key: str, value: Any) -> ClassKey:
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "":
+        raise ConfigError(f"handler.{key}: {value!r} is neither a class id nor a label")
+    return value
+
+
+def _class_thresholds(key: str, value: Any) -> tuple[tuple[ClassKey, float], ...]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"handler.{key} = {value!r}: use a mapping of class id or label to a "
+                          "score threshold, e.g. {person: 0.5, 2: 0.4}")
+    return tuple((_class_key(key, name), _fraction(f"{key}[{name!r}]", threshold))
+                 for name, threshold in value.items())
+
+
+def _class_list(key: str, value: Any) -> tuple[ClassKey, ...]:
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"handler.{key} = {value!r}: use a list of class ids or labels, e.g. [person, car]")
+    return tuple(_class_key(key, v) for v in value)
+
+
+def _file_name(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value or "/" in value or "\\" in value or value.startswith("."):
+        raise ConfigError(f"handler.{key} = {value!r}: use the name of a file beside the model-config "
+                          "YAML (index_to_name.json or labels.txt); ./archive.sh packs it")
+    return value
+
+
 def _setting(default: Any, parse: Parse, factory: Callable[[], Any] | None = None,
              shown: str | None = None) -> Any:
     """A field with its default and the parser that checks a YAML value for it; `shown` is how
@@ -168,7 +244,7 @@ def _setting(default: Any, parse: Parse, factory: Callable[[], Any] | None = Non
 @dataclass(frozen=True, slots=True)
 class HandlerConfig:
     """Settings of one model's handler, each with its default and its check. See the README's
-    settings table; `from_mapping` reads them from the `handler:` section."""
+    settings table (docs/configuration.md); `from_mapping` reads them from the `handler:` section."""
 
     model_max_batch: int = _setting(16, _whole(1, 4096))
     static_batch: int | None = _setting(None, _optional(_whole(1, 4096)))
@@ -192,6 +268,26 @@ class HandlerConfig:
     video_codecs: tuple[str, ...] = _setting(("h264", "hevc", "mjpeg"), _codecs)
     video_hw_decode: bool = _setting(True, _flag)
     jpeg_decoder: JpegDecoder = _setting(JpegDecoder.CPU, _choice(JpegDecoder))
+    max_response_bytes: int = _setting(6553500, _whole(1, 2**40))
+    letterbox_pad: LetterboxPad = _setting(LetterboxPad.TOP_LEFT, _choice(LetterboxPad))
+    resize_antialias: bool = _setting(True, _flag)
+    pad_value: int = _setting(0, _whole(0, 255))
+    # Vision tasks (DESIGN section 12, docs/models.md).
+    task: Task = _setting(Task.RAW, _choice(Task))
+    format: DetectionFormat = _setting(DetectionFormat.AUTO, _choice(DetectionFormat))
+    labels: str | None = _setting(None, _optional(_file_name))
+    num_classes: int | None = _setting(None, _optional(_whole(1, 100000)))
+    score_threshold: float = _setting(0.25, _fraction)
+    iou_threshold: float = _setting(0.7, _fraction)
+    max_detections: int = _setting(300, _whole(1, 100000))
+    pre_nms_topk: int = _setting(30000, _whole(1, 1000000))
+    class_agnostic: bool = _setting(False, _flag)
+    class_thresholds: tuple[tuple[ClassKey, float], ...] | None = _setting(None, _optional(_class_thresholds))
+    classes: tuple[ClassKey, ...] | None = _setting(None, _optional(_class_list))
+    min_box_size: float = _setting(0.0, _pixels)
+    mask_threshold: float = _setting(0.5, _fraction)
+    top_k: int = _setting(5, _whole(1, 100000))
+    activation: Activation = _setting(Activation.SOFTMAX, _choice(Activation))
 
     @property
     def threads(self) -> int:
@@ -243,6 +339,7 @@ class HandlerConfig:
                 "handler.resize = letterbox needs handler.input_size = [height, width] "
                 "(the engine's fixed input), and input_size is only used with letterbox"
             )
+        self._check_task()
         if self.max_batch_pixels < self.max_clip_pixels:
             raise ConfigError(
                 f"handler.max_batch_pixels = {self.max_batch_pixels} is below max_clip_pixels = "
@@ -254,3 +351,14 @@ class HandlerConfig:
                 f"handler.max_clip_pixels = {self.max_clip_pixels} is below one frame of "
                 f"max_width x max_height; raise it to at least {self.max_width * self.max_height}"
             )
+
+    def _check_task(self) -> None:
+        if self.task is not Task.DETECTION and self.format is not DetectionFormat.AUTO:
+            raise ConfigError(f"handler.format = {self.format.value} is a detector's output format, "
+                              f"but handler.task = {self.task.value}: set task: detection or drop format")
+        if self.format is DetectionFormat.TORCHVISION and self.resize is Resize.LETTERBOX:
+            raise ConfigError("handler.format = torchvision: a torchvision detector resizes each frame "
+                              "itself; use resize: pad (the default), not letterbox")
+        if self.task is Task.RAW and self.labels is not None:
+            raise ConfigError("handler.labels is for task: detection, classification or segmentation; "
+                              "task: raw answers the model's outputs as they are")

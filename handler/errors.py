@@ -71,3 +71,17 @@ class InternalError(FrameError):
 
     status = 500
     reason = "internal"
+
+
+class AnswerTooLarge(FrameError):
+    """The answer is larger than TorchServe may send (`max_response_size`)."""
+
+    status = 500
+    reason = "too_large"
+
+
+class ModelNotLoaded(FrameError):
+    """The worker could not load its model (an operator nothing registered); see the log."""
+
+    status = 500
+    reason = "internal"

@@ -1,8 +1,8 @@
 """Frames written into a chunk's input on the device, after its upload: frames NVDEC left on the
 device, and JPEG decoded there (nvJPEG), with the CPU decoder as each frame's fallback.
 
-`collate` leaves these rows zero (`later`); `DeviceFill.fill` writes each frame into the top-left
-of its row, so padding stays zero exactly as for a frame collated on the host.
+`collate` leaves these rows all padding (`later`); `DeviceFill.fill` writes each frame at its
+corner of its row, so the padding is exactly as for a frame collated on the host.
 """
 
 from __future__ import annotations
@@ -72,22 +72,26 @@ class DeviceFill:
         return frozenset(i for i, frame in enumerate(frames) if isinstance(frame, torch.Tensor)
                          or (self._jpeg is not None and isinstance(frame, DeferredJpeg)))
 
-    def fill(self, x: torch.Tensor, frames: Sequence[Frame], rows: frozenset[int]) -> dict[int, FrameError]:
-        """Writes `frames[i]` into `x[i]` (`[R, H, W, 3]` on the device) for each of `rows`.
+    def fill(self, x: torch.Tensor, frames: Sequence[Frame], rows: frozenset[int],
+             offsets: Sequence[tuple[int, int]] | None = None) -> dict[int, FrameError]:
+        """Writes `frames[i]` into `x[i]` (`[R, H, W, 3]` on the device) for each of `rows`, with
+        its top-left corner at `offsets[i]` (default: the slot's).
 
         Returns:
             The rows whose frame could not be decoded at all (their row stays zero).
         """
+        corners = offsets or [(0, 0)] * len(frames)
         jpegs: dict[int, DeferredJpeg] = {}
         for i in sorted(rows):
             frame = frames[i]
             if isinstance(frame, torch.Tensor):
-                _place(x, i, frame)
+                _place(x, i, frame, corners[i])
             elif isinstance(frame, DeferredJpeg):
                 jpegs[i] = frame
-        return self._fill_jpegs(x, jpegs) if jpegs else {}
+        return self._fill_jpegs(x, jpegs, corners) if jpegs else {}
 
-    def _fill_jpegs(self, x: torch.Tensor, jpegs: dict[int, DeferredJpeg]) -> dict[int, FrameError]:
+    def _fill_jpegs(self, x: torch.Tensor, jpegs: dict[int, DeferredJpeg],
+                    corners: Sequence[tuple[int, int]]) -> dict[int, FrameError]:
         """One batched device decode; a failed batch is retried frame by frame, and a frame the
         device cannot decode goes to the CPU decoder (libjpeg-turbo, then Pillow)."""
         bodies = {i: torch.frombuffer(bytearray(f.body), dtype=torch.uint8) for i, f in jpegs.items()}
@@ -99,10 +103,10 @@ class DeviceFill:
                 again = self._decode([bodies[i]])
                 pixels = again[0] if again else None
             if pixels is not None and _fits(pixels, frame):
-                _place(x, i, pixels.permute(1, 2, 0))
+                _place(x, i, pixels.permute(1, 2, 0), corners[i])
                 continue
             try:
-                _place(x, i, _on_cpu(frame))
+                _place(x, i, _on_cpu(frame), corners[i])
             except FrameError as err:
                 failed[i] = err
         return failed
@@ -128,10 +132,10 @@ def _on_cpu(frame: DeferredJpeg) -> torch.Tensor:
     return torch.from_numpy(out)
 
 
-def _place(x: torch.Tensor, row: int, pixels: torch.Tensor) -> None:
-    """`pixels` (`[h, w, 3]`) into the top-left of `x[row]`. A frame made on another stream
+def _place(x: torch.Tensor, row: int, pixels: torch.Tensor, corner: tuple[int, int] = (0, 0)) -> None:
+    """`pixels` (`[h, w, 3]`) into `x[row]` with its top-left at `corner`. A frame made on another stream
     (NVDEC's decode thread, the JPEG decoder's) is kept from reuse until this stream has read it."""
     if pixels.is_cuda:
         pixels.record_stream(torch.cuda.current_stream(pixels.device))
-    h, w = pixels.shape[0], pixels.shape[1]
-    x[row, :h, :w].copy_(pixels, non_blocking=True)
+    (h, w), (top, left) = pixels.shape[:2], corner
+    x[row, top:top + h, left:left + w].copy_(pixels, non_blocking=True)

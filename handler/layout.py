@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from handler.clip import Frame, Size, Value, letterbox_size
-from handler.config import HandlerConfig, Resize
+from handler.config import HandlerConfig, LetterboxPad, Resize
 
 
 def round_up(height: int, width: int, divisor: int) -> Size:
@@ -39,14 +39,32 @@ class Placement:
     Attributes:
         slot: (H, W) of every row of the allocation; also the model input's (H, W).
         rows: rows allocated and passed to the model (the static batch when set).
-        sizes: each frame's (h, w) inside its slot (top-left corner).
+        sizes: each frame's (h, w) inside its slot.
         original: each frame's own (h, w), as sent.
+        offsets: each frame's (top, left) corner in its slot; None: all at (0, 0).
+        scales: each frame's scale from its own pixels to the slot's (1.0 when not resized).
     """
 
     slot: Size
     rows: int
     sizes: tuple[Size, ...]
     original: tuple[Size, ...]
+    offsets: tuple[Size, ...] | None = None
+    scales: tuple[float, ...] | None = None
+
+    def offset(self, i: int) -> Size:
+        """Frame i's (top, left) corner in its slot."""
+        return (0, 0) if self.offsets is None else self.offsets[i]
+
+    def to_frame(self) -> torch.Tensor:
+        """`Tensor[n, 6] float32`: per frame `left, top, scale, width, height, 0`, so that a point
+        `(x', y')` of the model's input is `((x' - left) / scale, (y' - top) / scale)` in the
+        frame's own pixels, clipped to `[0, width] x [0, height]`."""
+        rows = []
+        for i, (h, w) in enumerate(self.original):
+            top, left = self.offset(i)
+            rows.append((left, top, 1.0 if self.scales is None else self.scales[i], w, h, 0.0))
+        return torch.tensor(rows, dtype=torch.float32).reshape(len(rows), 6)
 
     @property
     def tensor_pixels(self) -> int:
@@ -96,6 +114,14 @@ class Layout:
         return Placement(slot, self.rows(len(original)), tuple(self.fitted(h, w) for h, w in original),
                          tuple(original))
 
+    def crops(self, placement: Placement, stride: int = 1) -> list[tuple[slice, slice]]:
+        """Each frame's area in a map of the slot at `stride`: `(rows, columns)` slices."""
+        areas = []
+        for i, (h, w) in enumerate(placement.sizes):
+            top, left = placement.offset(i)
+            areas.append((slice(top // stride, -(-(top + h) // stride)), slice(left // stride, -(-(left + w) // stride))))
+        return areas
+
     def chunk_pixels(self, slot: Size, frames: int) -> int:
         """Input pixels of a chunk of `frames` frames in `slot`: what a forward's memory scales with."""
         return self.rows(frames) * slot[0] * slot[1]
@@ -142,8 +168,8 @@ class Layout:
         if stride is None:
             return [_json_safe(row, finite) for row in output.tolist()]
         values = []
-        for i, (h, w) in enumerate(placement.sizes):
-            crop = output[i, ..., : -(-h // stride), : -(-w // stride)]
+        for i, (rows, columns) in enumerate(self.crops(placement, stride)):
+            crop = output[i, ..., rows, columns]
             if placement.resized:
                 oh, ow = placement.original[i]
                 crop = _resize_nearest(crop, (-(-oh // stride), -(-ow // stride)))
@@ -166,11 +192,26 @@ class PadLayout(Layout):
 
 
 class LetterboxLayout(Layout):
-    """Frames are resized (uint8, on the host) to fit `input_size`; every slot is `input_size`."""
+    """Frames are resized (uint8, on the host) to fit `input_size`; every slot is `input_size`.
 
-    def __init__(self, input_size: Size, static_batch: int | None = None) -> None:
+    With `center`, a frame sits in the middle of its slot as Ultralytics places it: the left
+    border is `round((W - w) / 2 - 0.1)`, the top likewise.
+    """
+
+    def __init__(self, input_size: Size, static_batch: int | None = None, center: bool = False,
+                 antialias: bool = True) -> None:
         super().__init__(static_batch)
         self.input_size = input_size
+        self.center = center
+        self.antialias = antialias
+
+    def place(self, slot: Size, original: Sequence[Size]) -> Placement:
+        sizes = tuple(self.fitted(h, w) for h, w in original)
+        offsets = None
+        if self.center:
+            offsets = tuple((round((slot[0] - h) / 2 - 0.1), round((slot[1] - w) / 2 - 0.1)) for h, w in sizes)
+        scales = tuple(min(slot[0] / h, slot[1] / w) for h, w in original)
+        return Placement(slot, self.rows(len(original)), sizes, tuple(original), offsets, scales)
 
     def slot(self, height: int, width: int) -> Size:
         return self.input_size
@@ -184,26 +225,28 @@ class LetterboxLayout(Layout):
         size = self.fitted(*original)
         if frame.shape[:2] == size:
             return frame
-        return resize_uint8(frame, size)
+        return resize_uint8(frame, size, self.antialias)
 
 
 def layout_for(config: HandlerConfig) -> Layout:
     """The layout the config asks for; chosen once, at `initialize`."""
     if config.resize is Resize.LETTERBOX:
         assert config.input_size is not None  # HandlerConfig checks this
-        return LetterboxLayout(config.input_size, config.static_batch)
+        return LetterboxLayout(config.input_size, config.static_batch,
+                               config.letterbox_pad is LetterboxPad.CENTER, config.resize_antialias)
     return PadLayout(config.size_divisor, config.static_batch)
 
 
-def resize_uint8(frame: np.ndarray, size: Size) -> np.ndarray:
-    """`[h, w, 3]` uint8 -> `[H, W, 3]` uint8, bilinear with antialiasing, without going to float.
+def resize_uint8(frame: np.ndarray, size: Size, antialias: bool = True) -> np.ndarray:
+    """`[h, w, 3]` uint8 -> `[H, W, 3]` uint8, bilinear (with antialiasing unless told not to, as
+    OpenCV's INTER_LINEAR, which Ultralytics uses), without going to float.
 
     torch's CPU kernel for uint8 channels-last input is vectorised and rounds back to uint8.
     """
     if not frame.flags.writeable:  # a view of a `bytes` body; torch wants writable memory
         frame = frame.copy()
     source = torch.from_numpy(np.ascontiguousarray(frame)).permute(2, 0, 1)[None]
-    out = F.interpolate(source, size=size, mode="bilinear", antialias=True, align_corners=False)
+    out = F.interpolate(source, size=size, mode="bilinear", antialias=antialias, align_corners=False)
     return out[0].permute(1, 2, 0).contiguous().numpy()
 
 

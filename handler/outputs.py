@@ -66,17 +66,27 @@ def gather(raw: Any, names: tuple[str, ...] | None, placement: Placement, frames
     Raises:
         ValueError, TypeError: the model's outputs do not have one row per input row.
     """
-    groups: dict[torch.dtype, list[torch.Tensor]] = {}
-    specs: list[_Spec] = []
+    real = {}
     for name, tensor in named(raw, names).items():
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"model output {name!r} is a {type(tensor).__name__}, not a tensor: "
+                            "set handler.task (detection, classification, segmentation) for this model")
         if tensor.dim() == 0 or tensor.shape[0] != placement.rows:
             rows = tensor.shape[0] if tensor.dim() else "no"
             raise ValueError(f"model output {name!r} has {rows} rows for {placement.rows} inputs")
-        real = tensor.detach()[:frames]
-        group = groups.setdefault(real.dtype, [])
+        real[name] = tensor.detach()[:frames]
+    return pack(real)
+
+
+def pack(tensors: Mapping[str, torch.Tensor]) -> Gathered:
+    """Named tensors (any shapes, on one device) as one flat tensor per dtype, ready to copy."""
+    groups: dict[torch.dtype, list[torch.Tensor]] = {}
+    specs: list[_Spec] = []
+    for name, tensor in tensors.items():
+        group = groups.setdefault(tensor.dtype, [])
         offset = sum(t.numel() for t in group)
-        specs.append(_Spec(name, list(groups).index(real.dtype), offset, tuple(real.shape)))
-        group.append(real.reshape(-1))
+        specs.append(_Spec(name, list(groups).index(tensor.dtype), offset, tuple(tensor.shape)))
+        group.append(tensor.reshape(-1))
     return Gathered([torch.cat(group) if len(group) > 1 else group[0] for group in groups.values()], specs)
 
 

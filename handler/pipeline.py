@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +24,8 @@ from handler.errors import FrameError
 from handler.layout import layout_for
 from handler.memory import ChunkPlanner, peak_memory, reset_peak_memory
 from handler.metrics import BatchStats
+from handler.tasks.heads import head_for
+from handler.tasks.labels import Labels
 from handler.waves import Decoded, Waves
 
 logger = logging.getLogger(__name__)
@@ -84,7 +86,8 @@ class Pipeline:
 
     def __init__(self, model: Callable[..., Any], config: HandlerConfig,
                  device: torch.device = torch.device("cpu"), clock: Clock = time.time,
-                 ooms: OomCount | None = None) -> None:
+                 ooms: OomCount | None = None, labels: Labels | None = None,
+                 metadata: Mapping[str, Any] | None = None) -> None:
         """A pipeline for `model`, its decode threads started.
 
         Args:
@@ -93,17 +96,36 @@ class Pipeline:
             device: the worker's device (TorchServe's `gpu_id`).
             clock: Unix seconds, for stale frames.
             ooms: the allocator's out-of-memory count (default: `handler.device.oom_count`).
+            labels: class names for the task's answers (`handler.tasks.labels`).
+            metadata: what the model file says of itself (`handler.loading.Loaded`).
         """
         self._clock = clock
         self._device = device
+        self._config_task = config.task.value
         bind(device)
         config = config.resolved(cuda=device.type == "cuda")
         layout = layout_for(config)
         self._planner = ChunkPlanner(config, layout)
         pool = decode_pool(config, device)
         self._waves = Waves(config, layout, pool)
-        self._chunks = ChunkRunner(model, config, device, layout, self._planner, pool.map, ooms)
+        self._head = head_for(config, layout, labels or Labels(), metadata)
+        self._chunks = ChunkRunner(model, config, device, layout, self._planner, pool.map, ooms, head=self._head)
+        self._probe_size = _probe_size(config)
         _limit_intra_op_threads(config.threads)
+
+    def check(self) -> str:
+        """Runs one dummy frame through the model and the task (at `initialize`), so that a task or
+        format that does not fit the model fails at load rather than on the first request.
+
+        Returns:
+            What was found, for the log: the task, and the detector format where `auto` chose it.
+
+        Raises:
+            ConfigError: the model's outputs do not fit the task or format, naming both.
+        """
+        self._chunks.probe(self._probe_size)
+        found = getattr(self._head, "format", None)
+        return self._config_task + (f" (format {found.value})" if found is not None else "")
 
     def run(self, requests: Sequence[Request]) -> tuple[list[Outcome], BatchStats]:
         """Every request's outcome, in order; a bad one never fails the others."""
@@ -137,6 +159,13 @@ class Pipeline:
         for chunk, results in self._chunks.run_all(self._planner.plan(sizes), frames, sizes, stats):
             for item, result in zip(chunk.items, results):
                 refs[item].job.answer(refs[item].index, result)
+
+
+def _probe_size(config: HandlerConfig) -> Size:
+    """The dummy frame's size: a letterbox engine's input, else a small frame within the limits."""
+    if config.input_size is not None:
+        return config.input_size
+    return min(config.max_height, 256), min(config.max_width, 256)
 
 
 def decode_pool(config: HandlerConfig, device: torch.device) -> ThreadPoolExecutor:

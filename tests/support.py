@@ -89,13 +89,14 @@ class Answering(Pipeline):
     """The core with a door's answers, as `handler.service` gives them: `run` returns each
     request's `Response` (status, phrase, JSON body) and the batch's statistics."""
 
-    def __init__(self, *args: Any, door: Any = native, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, model: Any, config: HandlerConfig, *args: Any, door: Any = native, **kwargs: Any) -> None:
+        super().__init__(model, config, *args, **kwargs)
         self.door = door
+        self.config = config
 
     def run(self, requests: Sequence[Request]) -> tuple[list[Response], BatchStats]:  # type: ignore[override]
         outcomes, stats = super().run(requests)
-        return [route.answer(self.door, r, o, stats) for r, o in zip(requests, outcomes)], stats
+        return [route.answer(self.door, r, o, stats, self.config) for r, o in zip(requests, outcomes)], stats
 
 
 def read(item: dict[str, object], headers: dict[str, object], model: str = "m",

@@ -119,7 +119,11 @@ def refuse(request: Request, err: FrameError) -> Response:
 
 
 def _frame(result: FrameResult) -> dict[str, Any]:
-    frame: dict[str, Any] = {"width": result.width, "height": result.height, "outputs": result.outputs}
+    frame: dict[str, Any] = {"width": result.width, "height": result.height}
+    if result.answer is None:
+        frame["outputs"] = result.outputs
+    else:
+        frame.update(result.answer)
     if result.pts is not None:
         frame["pts"] = result.pts
     return frame

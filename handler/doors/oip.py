@@ -358,6 +358,8 @@ def answer(request: Request, outcome: Outcome) -> Response:
     if isinstance(outcome, FrameError):
         return refuse(request, outcome)
     parsed = request.source if isinstance(request.source, InferRequest) else None
+    if outcome and outcome[0].answer is not None:
+        return _task_answer(request, parsed, outcome)
     model_outputs = list(outcome[0].outputs) if outcome else []
     # A segment's frames carry their pts: one more output, FP64 seconds (a model output of that
     # name wins).
@@ -376,6 +378,66 @@ def answer(request: Request, outcome: Outcome) -> Response:
     if parsed is not None and parsed.id is not None:
         body["id"] = parsed.id
     return Response(200, "OK", json.dumps(body))
+
+
+def _task_answer(request: Request, parsed: InferRequest | None, outcome: list[FrameResult]) -> Response:
+    """A task's answers as tensors (docs/clients.md): detections as Triton users know them from
+    EfficientNMS, classes as `[N, k]`, segments as one JSON text per frame."""
+    tensors = _task_tensors(outcome)
+    names = (parsed.outputs if parsed is not None else None) or list(tensors)
+    missing = [name for name in names if name not in tensors]
+    if missing:
+        return refuse(request, BadInferenceRequest(f"outputs {missing[:8]} were asked for; this model has {list(tensors)}"))
+    outputs = [{"name": name, "datatype": tensors[name][0], "shape": tensors[name][1], "data": tensors[name][2]}
+               for name in names]
+    body: dict[str, Any] = {"model_name": parsed.model if parsed is not None else "", "outputs": outputs}
+    if parsed is not None and parsed.id is not None:
+        body["id"] = parsed.id
+    return Response(200, "OK", json.dumps(body))
+
+
+Tensor = tuple[str, list[int], list[Any]]
+
+
+def _task_tensors(frames: list[FrameResult]) -> dict[str, Tensor]:
+    answers = [f.answer or {} for f in frames]
+    n = len(frames)
+    tensors: dict[str, Tensor] = {}
+    if "detections" in answers[0]:
+        rows = [a["detections"] for a in answers]
+        k = max((len(r) for r in rows), default=0)
+        tensors["num_detections"] = ("INT32", [n], [len(r) for r in rows])
+        tensors["detection_boxes"] = ("FP32", [n, k, 4], _flat(_column(rows, k, "box", [0.0] * 4)))
+        tensors["detection_scores"] = ("FP32", [n, k], _column(rows, k, "score", 0.0))
+        tensors["detection_classes"] = ("INT32", [n, k], _column(rows, k, "class_id", -1))
+        tensors["detection_labels"] = ("BYTES", [n, k], _column(rows, k, "label", ""))
+        points = next((len(d["keypoints"]) for r in rows for d in r if "keypoints" in d), None)
+        if points is not None:
+            column = _column(rows, k, "keypoints", [[0.0] * 3] * points)
+            tensors["detection_keypoints"] = ("FP32", [n, k, points, 3], _flat(_flat(column)))
+        if any("mask" in d for r in rows for d in r):
+            masks = _column(rows, k, "mask", None)
+            tensors["detection_masks"] = ("BYTES", [n, k], ["" if m is None else json.dumps(m) for m in masks])
+    elif "classes" in answers[0]:
+        rows = [a["classes"] for a in answers]
+        k = max((len(r) for r in rows), default=0)
+        tensors["classes"] = ("INT32", [n, k], _column(rows, k, "class_id", -1))
+        tensors["scores"] = ("FP32", [n, k], _column(rows, k, "score", 0.0))
+        tensors["labels"] = ("BYTES", [n, k], _column(rows, k, "label", ""))
+    elif "segments" in answers[0]:
+        tensors["segments"] = ("BYTES", [n], [json.dumps(a["segments"]) for a in answers])
+    if frames[0].pts is not None:
+        tensors["pts"] = ("FP64", [n], [f.pts for f in frames])
+    return tensors
+
+
+def _column(rows: list[list[dict[str, Any]]], k: int, key: str, fill: Any) -> list[Any]:
+    """`row[j][key]` of every row, each row filled up to `k` entries with `fill`, row-major."""
+    return [value for row in rows for value in [d.get(key, fill) for d in row] + [fill] * (k - len(row))]
+
+
+def _flat(values: list[Any]) -> list[Any]:
+    return [v for value in values for v in value]
 
 
 def refuse(request: Request, err: FrameError) -> Response:

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from handler.clip import Outcome, Request
-from handler.config import HandlerConfig
+from handler.config import HandlerConfig, Task
 from handler.doors import native, oip
 from handler.doors.wire import Response
-from handler.errors import FrameError, InternalError
+from handler.errors import AnswerTooLarge, FrameError, InternalError
 from handler.metrics import BatchStats
 
 logger = logging.getLogger(__name__)
@@ -39,16 +39,32 @@ def read(item: Mapping[str, object], headers: Mapping[str, object], model: str,
         return door, Request(None, refused=InternalError("the handler failed on this request; see the worker log"))
 
 
-def answer(door: Door, request: Request, outcome: Outcome, stats: BatchStats) -> Response:
+def answer(door: Door, request: Request, outcome: Outcome, stats: BatchStats,
+           config: HandlerConfig | None = None) -> Response:
     """The request's answer in its door's dialect; an answer that cannot be encoded (e.g. a model
-    output JSON cannot hold) fails this request alone, counted as rejected."""
+    output JSON cannot hold), or that is larger than TorchServe may send (`max_response_bytes`),
+    fails this request alone, counted as rejected."""
+    frames = len(outcome) if not isinstance(outcome, FrameError) else 1
     try:
         response: Response = door.answer(request, outcome)
-        return response
     except Exception:
         logger.exception("encoding a request's answer failed")
-    frames = len(outcome) if not isinstance(outcome, FrameError) else 1
+    else:
+        if config is None or len(response.body) <= config.max_response_bytes:
+            return response
+        stats.reject(AnswerTooLarge.reason, frames)
+        refused: Response = door.refuse(request, _too_large(len(response.body), frames, config))
+        return refused
     stats.reject(InternalError.reason, frames)
-    refused: Response = door.refuse(request, InternalError(
+    return door.refuse(request, InternalError(
         "the handler could not encode this request's answer; see the worker log"))
-    return refused
+
+
+def _too_large(size: int, frames: int, config: HandlerConfig) -> AnswerTooLarge:
+    hint = ("answer boxes, classes or masks instead of the raw outputs: set handler.task to detection, "
+            "classification or segmentation" if config.task is Task.RAW else
+            "lower handler.max_detections, or send fewer frames per request")
+    return AnswerTooLarge(
+        f"the answer of {frames} frame(s) is {size} bytes, over handler.max_response_bytes = "
+        f"{config.max_response_bytes} (TorchServe's max_response_size; task: {config.task.value}): {hint}; "
+        "or raise max_response_size in config.properties and max_response_bytes to match")

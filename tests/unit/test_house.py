@@ -20,13 +20,16 @@ FLOORS = [
     ("service", ["handler.service"]),
     ("doors", ["handler.doors", "handler.doors.native", "handler.doors.oip", "handler.doors.route",
                "handler.doors.wire"]),
-    ("core", ["handler.pipeline", "handler.waves", "handler.chunks", "handler.outputs"]),
+    ("core", ["handler.pipeline", "handler.waves", "handler.chunks"]),
+    ("tasks", ["handler.outputs", "handler.tasks", "handler.tasks.heads", "handler.tasks.head", "handler.tasks.raw",
+               "handler.tasks.detection", "handler.tasks.classification", "handler.tasks.segmentation",
+               "handler.tasks.nms", "handler.tasks.labels", "handler.tasks.rle"]),
     ("geometry and device memory", ["handler.layout", "handler.collate", "handler.memory", "handler.fills"]),
     ("decoding", ["handler.frames", "handler.jpeg", "handler.video", "handler.colour", "handler.probe_segment",
                   "handler.formats", "handler.limits"]),
     ("ground", ["handler", "handler.clip", "handler.config", "handler.device", "handler.errors", "handler.metrics",
                 "handler.loading", "handler.models", "handler.models.build", "handler.models.frame_quality",
-                "handler.models.fixed_batch_cnn"]),
+                "handler.models.fixed_batch_cnn", "handler.models.face_detector"]),
 ]
 FLOOR = {module: level for level, (_, modules) in enumerate(FLOORS) for module in modules}
 #: A function longer than this does not fit on a screen.

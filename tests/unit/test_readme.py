@@ -1,4 +1,5 @@
-"""The README's "Handler settings" table says what `HandlerConfig` does: every key, every default."""
+"""The "Handler settings" table (docs/configuration.md) says what `HandlerConfig` does: every key,
+every default; and the README stays short."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ from handler.config import HandlerConfig, Normalize
 from tests.support import ROOT
 
 README = ROOT / "README.md"
+SETTINGS = ROOT / "docs" / "configuration.md"
 #: Defaults the table describes in words rather than as the value (the value, the words).
 IN_WORDS = {"normalize": (Normalize(), "identity"), "output_names": (None, "output"), "dense_outputs": (None, "auto")}
 
 
 def _settings_table() -> dict[str, str]:
     """{key: default cell} from the table under `## Handler settings`."""
-    text = README.read_text()
+    text = SETTINGS.read_text()
     start = text.index("## Handler settings")
     section = text[start:text.find("\n## ", start + 1)]
     rows: dict[str, str] = {}
@@ -27,7 +29,7 @@ def _settings_table() -> dict[str, str]:
             continue
         keys = re.findall(r"`(\w+)`", cells[0])
         defaults = cells[1].split(", ") if len(keys) > 1 else [cells[1]]
-        assert len(defaults) == len(keys), f"README.md settings row {line!r}: one default per key"
+        assert len(defaults) == len(keys), f"docs/configuration.md settings row {line!r}: one default per key"
         rows.update(zip(keys, defaults, strict=True))
     return rows
 
@@ -67,7 +69,7 @@ def test_every_handler_key_has_a_row_with_its_default():
     for field in dataclasses.fields(HandlerConfig):
         expected = _expected(field)
         assert field.name in rows, (
-            f"README.md's 'Handler settings' table has no row for handler key `{field.name}` "
+            f"docs/configuration.md's 'Handler settings' table has no row for handler key `{field.name}` "
             f"(HandlerConfig default: {expected!r}): add `| \\`{field.name}\\` | <default> | <meaning> |`")
         cell = rows[field.name]
         if field.name in IN_WORDS:
@@ -78,16 +80,16 @@ def test_every_handler_key_has_a_row_with_its_default():
             if isinstance(field.default, (set, frozenset)):
                 shown = sorted(shown)
             assert shown == expected, (
-                f"README.md says `{field.name}` defaults to {cell!r}; HandlerConfig says {expected!r}")
+                f"docs/configuration.md says `{field.name}` defaults to {cell!r}; HandlerConfig says {expected!r}")
         else:
             assert _literal(cell) == expected, (
-                f"README.md says `{field.name}` defaults to {cell!r}; HandlerConfig says {expected!r}")
+                f"docs/configuration.md says `{field.name}` defaults to {cell!r}; HandlerConfig says {expected!r}")
 
 
 def test_every_row_is_a_handler_key():
     known = {f.name for f in dataclasses.fields(HandlerConfig)}
     stale = sorted(set(_settings_table()) - known)
-    assert not stale, f"README.md's 'Handler settings' table documents {stale}, which HandlerConfig does not have"
+    assert not stale, f"docs/configuration.md's 'Handler settings' table documents {stale}, which HandlerConfig does not have"
 
 
 def test_the_table_parser_reads_what_the_readme_writes():

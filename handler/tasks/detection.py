@@ -1,0 +1,330 @@
+"""`task: detection`: a detector's outputs, in any common format, as labelled boxes (keypoints,
+masks) in each frame's own pixels.
+
+On the device, per chunk: decode the format, keep the `pre_nms_topk` best candidates of each
+frame, filter by confidence (per-class thresholds, the `classes` allow-list), class-aware NMS
+where the format has none, map back through the layout that placed each frame, drop boxes left
+empty by clipping or under `min_box_size`, keep each frame's `max_detections` best; then one
+transfer per dtype.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from handler.clip import FrameResult
+from handler.config import DetectionFormat, HandlerConfig
+from handler.errors import ConfigError
+from handler.layout import Layout, Placement
+from handler.outputs import Gathered, pack
+from handler.tasks import rle
+from handler.tasks.head import Upload, describe, first_tensor
+from handler.tasks.labels import Labels
+from handler.tasks.nms import batched_nms
+
+logger = logging.getLogger(__name__)
+
+_EFFICIENT_NMS = ("num_detections", "detection_boxes", "detection_scores", "detection_classes")
+# Groups for NMS: frame * _GROUP + class, so frames and classes never suppress each other.
+_GROUP = 1 << 20
+_FORMATS = ", ".join(f.value for f in DetectionFormat if f is not DetectionFormat.AUTO)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """A chunk's detections before the common steps, flat over its frames.
+
+    Attributes:
+        boxes: `Tensor[M, 4]` x1, y1, x2, y2 in the model input's pixels.
+        scores: `Tensor[M]`.
+        classes: `Tensor[M] int64`.
+        frames: `Tensor[M] int64`, the row of each candidate.
+        keypoints: `Tensor[M, K, 3]` x, y, score in the model input's pixels, or None.
+        masks: `Tensor[M, H, W]` mask probabilities in their frame's pixels, padded to the
+            slot (bottom and right), or None.
+        nms: whether NMS is still to be done (the format's own model did none).
+    """
+
+    boxes: torch.Tensor
+    scores: torch.Tensor
+    classes: torch.Tensor
+    frames: torch.Tensor
+    keypoints: torch.Tensor | None = None
+    masks: torch.Tensor | None = None
+    nms: bool = False
+
+    def take(self, index: torch.Tensor) -> Candidates:
+        return Candidates(self.boxes[index], self.scores[index], self.classes[index], self.frames[index],
+                          None if self.keypoints is None else self.keypoints[index],
+                          None if self.masks is None else self.masks[index], self.nms)
+
+
+def format_of(raw: Any) -> DetectionFormat:
+    """The detector format that outputs of this shape and type are (`format: auto`).
+
+    Raises:
+        ConfigError: the outputs are none of the formats, showing what they were.
+    """
+    if _torchvision_detections(raw) is not None:
+        return DetectionFormat.TORCHVISION
+    if isinstance(raw, Mapping) and "detection_boxes" in raw:
+        return DetectionFormat.EFFICIENT_NMS
+    tensors = [raw] if isinstance(raw, torch.Tensor) else list(raw.values() if isinstance(raw, Mapping) else raw) \
+        if isinstance(raw, (Mapping, list, tuple)) else []
+    if len(tensors) == 4 and all(isinstance(t, torch.Tensor) for t in tensors) and tensors[0].dim() <= 2 \
+            and tensors[1].dim() == 3 and tensors[1].shape[-1] == 4:
+        return DetectionFormat.EFFICIENT_NMS
+    first = tensors[0] if tensors and isinstance(tensors[0], torch.Tensor) else None
+    if first is not None and first.dim() == 3:
+        if first.shape[1] < first.shape[2] and first.shape[1] > 4:
+            return DetectionFormat.YOLO
+        if first.shape[2] >= 6:
+            return DetectionFormat.END2END
+    raise ConfigError(f"handler.format = auto: the model's outputs {describe(raw)} are no detector format "
+                      f"this handler knows; set handler.format ({_FORMATS}) or handler.task")
+
+
+class DetectionHead:
+    """Turns a detector's outputs into `detections` per frame."""
+
+    def __init__(self, config: HandlerConfig, labels: Labels, metadata: Mapping[str, Any] | None = None) -> None:
+        self._config = config
+        self._labels = labels
+        self.format = config.format
+        metadata = metadata or {}
+        names = metadata.get("names")
+        self._num_classes = config.num_classes or (len(names) if isinstance(names, (dict, list)) and names else None)
+        kpt = metadata.get("kpt_shape")
+        self._keypoint_dims = int(kpt[1]) if isinstance(kpt, list) and len(kpt) == 2 else 3
+        self._thresholds = [(i, t) for key, t in config.class_thresholds or ()
+                            for i in labels.ids([key], "class_thresholds")]
+        self._allowed = None if config.classes is None else labels.ids(list(config.classes), "classes")
+
+    def call(self, model: Callable[..., Any], x: torch.Tensor, placement: Placement,
+             sizes: torch.Tensor | None) -> Any:
+        if self.format is DetectionFormat.AUTO:  # a pipeline that was not `check`ed
+            return self.settle(model, x, placement, sizes)
+        if self.format is DetectionFormat.TORCHVISION:
+            # Its own transform resizes and batches each frame at its size: padding first would
+            # change the scale it sees.
+            return model([x[i, :, :h, :w] for i, (h, w) in enumerate(placement.sizes)])
+        return model(x) if sizes is None else model(x, sizes)
+
+    def settle(self, model: Callable[..., Any], x: torch.Tensor, placement: Placement,
+               sizes: torch.Tensor | None) -> Any:
+        """Calls the model on the dummy chunk at `initialize` and fixes `format: auto` from what
+        it returns (a torchvision detector, which takes a list of frames, is then called so).
+
+        Raises:
+            ConfigError: the outputs fit no format, or not the one configured.
+        """
+        if self.format is not DetectionFormat.AUTO:
+            return self.call(model, x, placement, sizes)
+        try:
+            raw = model(x) if sizes is None else model(x, sizes)
+        except Exception as err:  # a scripted torchvision detector refuses a batched tensor
+            logger.info("the detector refused a batched tensor (%s); trying a list of frames",
+                        str(err).strip().splitlines()[-1][:200] if str(err).strip() else type(err).__name__)
+            raw = None
+        if raw is None or _torchvision_detections(raw) is not None:
+            self.format = DetectionFormat.TORCHVISION  # called again as it wants: each frame alone
+            raw = self.call(model, x, placement, sizes)
+        self.format = format_of(raw)
+        logger.info("detector format: %s (format: auto; outputs %s)", self.format.value, describe(raw))
+        return raw
+
+    def gather(self, raw: Any, placement: Placement, frames: int, upload: Upload) -> Gathered:
+        try:
+            found = self._decode(raw, frames, placement.slot)
+        except (ValueError, TypeError, IndexError, KeyError, RuntimeError) as err:
+            raise ConfigError(f"handler.format = {self.format.value}: the model's outputs {describe(raw)} do "
+                              f"not fit it ({err}); set handler.format ({_FORMATS}) or format: auto") from err
+        found = found.take(self._confident(found))
+        if found.nms:
+            groups = found.frames if self._config.class_agnostic else found.frames * _GROUP + found.classes
+            found = found.take(batched_nms(found.boxes, found.scores, groups, self._config.iou_threshold))
+        geometry = upload(placement.to_frame())[found.frames]  # [M, 6]: left, top, scale, w, h
+        found = self._to_frames(found, geometry)
+        return self._capped(found, frames)
+
+    def per_frame(self, outputs: list[tuple[str, torch.Tensor]], placement: Placement,
+                  layout: Layout) -> list[FrameResult]:
+        got = dict(outputs)
+        counts = got["counts"].tolist()
+        boxes = got["boxes"].tolist()
+        scores = got["scores"].tolist()
+        classes = got["classes"].tolist()
+        keypoints = got["keypoints"].tolist() if "keypoints" in got else None
+        masks = got.get("masks")
+        results, start = [], 0
+        for (h, w), count in zip(placement.original, counts):
+            detections = []
+            for j in range(start, start + count):
+                detection: dict[str, Any] = {"box": [round(v, 2) for v in boxes[j]], "score": round(scores[j], 5),
+                                             "class_id": classes[j], "label": self._labels.name(classes[j])}
+                if keypoints is not None:
+                    detection["keypoints"] = [[round(x, 2), round(y, 2), round(s, 5)] for x, y, s in keypoints[j]]
+                if masks is not None:
+                    detection["mask"] = rle.encode(masks[j, :h, :w].numpy())
+                detections.append(detection)
+            start += count
+            results.append(FrameResult(w, h, answer={"detections": detections}))
+        return results
+
+    def _decode(self, raw: Any, frames: int, placement_slot: tuple[int, int]) -> Candidates:
+        if self.format is DetectionFormat.YOLO:
+            return self._yolo(first_tensor(raw)[:frames])
+        if self.format is DetectionFormat.END2END:
+            return _end2end(first_tensor(raw)[:frames])
+        if self.format is DetectionFormat.EFFICIENT_NMS:
+            return _efficient_nms(raw, frames)
+        if self.format is DetectionFormat.TORCHVISION:
+            detections = _torchvision_detections(raw)
+            if detections is None:
+                raise TypeError("a torchvision detector returns a list of dicts with boxes, labels, scores")
+            return _torchvision(detections[:frames], placement_slot)
+        raise AssertionError("format: auto is settled by the first call")
+
+    def _yolo(self, pred: torch.Tensor) -> Candidates:
+        """`[n, 4 + nc + extra, A]`: centre x, y, w, h, then class scores, then keypoints."""
+        n, channels, anchors = pred.shape
+        classes = self._num_classes or channels - 4
+        extra = channels - 4 - classes
+        if classes < 1 or extra < 0 or (extra and extra % self._keypoint_dims):
+            raise ValueError(f"{channels} rows are not 4 + {classes} classes (+ keypoints); set handler.num_classes")
+        rows = pred.transpose(1, 2)  # [n, A, C]
+        best, label = rows[..., 4:4 + classes].max(dim=-1)
+        k = min(self._config.pre_nms_topk, anchors)
+        best, index = best.topk(k, dim=1)
+        rows = rows.gather(1, index[..., None].expand(-1, -1, channels))
+        label = label.gather(1, index)
+        xy, wh = rows[..., :2], rows[..., 2:4] / 2
+        boxes = torch.cat((xy - wh, xy + wh), dim=-1)
+        keypoints = _keypoints(rows[..., 4 + classes:], self._keypoint_dims) if extra else None
+        return _flat(boxes, best, label, keypoints, nms=True)
+
+    def _confident(self, found: Candidates) -> torch.Tensor:
+        """Indexes of the candidates above their class's threshold and in the allow-list."""
+        threshold = torch.full_like(found.scores, self._config.score_threshold)
+        for class_id, value in self._thresholds:
+            threshold = torch.where(found.classes == class_id, value, threshold)
+        keep = found.scores > threshold
+        if self._allowed is not None:
+            keep &= torch.isin(found.classes, torch.tensor(self._allowed, device=found.classes.device))
+        return keep.nonzero().squeeze(1)
+
+    def _to_frames(self, found: Candidates, geometry: torch.Tensor) -> Candidates:
+        """Boxes and keypoints in each frame's pixels, clipped to it; boxes left empty or smaller
+        than `min_box_size` dropped."""
+        left, top, scale, width, height = (geometry[:, i:i + 1] for i in range(5))
+        low = torch.zeros_like(left)
+        boxes = found.boxes.float()
+        xs = ((boxes[:, 0::2] - left) / scale).clamp(low, width)
+        ys = ((boxes[:, 1::2] - top) / scale).clamp(low, height)
+        boxes = torch.stack((xs[:, 0], ys[:, 0], xs[:, 1], ys[:, 1]), dim=1)
+        keypoints = found.keypoints
+        if keypoints is not None:
+            kx = ((keypoints[..., 0] - left) / scale).clamp(low, width)
+            ky = ((keypoints[..., 1] - top) / scale).clamp(low, height)
+            keypoints = torch.stack((kx, ky, keypoints[..., 2].float()), dim=-1)
+        size = min(self._config.min_box_size, 1e9)
+        w, h = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
+        keep = ((w > 0) & (h > 0) & (w >= size) & (h >= size)).nonzero().squeeze(1)
+        mapped = Candidates(boxes, found.scores.float(), found.classes, found.frames, keypoints, found.masks)
+        return mapped.take(keep)
+
+    def _capped(self, found: Candidates, frames: int) -> Gathered:
+        """Each frame's `max_detections` best, grouped by frame and sorted by score, packed."""
+        by_score = torch.argsort(found.scores, descending=True, stable=True)
+        order = by_score[torch.argsort(found.frames[by_score], stable=True)]
+        found = found.take(order)
+        counts = torch.bincount(found.frames, minlength=frames)
+        starts = torch.cumsum(counts, 0) - counts
+        rank = torch.arange(len(found.frames), device=counts.device) - starts[found.frames]
+        found = found.take((rank < self._config.max_detections).nonzero().squeeze(1))
+        tensors = {"boxes": found.boxes, "scores": found.scores, "classes": found.classes.long(),
+                   "counts": counts.clamp(max=self._config.max_detections)}
+        if found.keypoints is not None:
+            tensors["keypoints"] = found.keypoints
+        if found.masks is not None:
+            tensors["masks"] = found.masks > self._config.mask_threshold
+        return pack(tensors)
+
+
+def _flat(boxes: torch.Tensor, scores: torch.Tensor, classes: torch.Tensor, keypoints: torch.Tensor | None,
+          nms: bool, valid: torch.Tensor | None = None) -> Candidates:
+    """`[n, K, ...]` per-frame candidates as flat ones (with `valid`: only those)."""
+    n, k = scores.shape
+    frames = torch.arange(n, device=scores.device)[:, None].expand(n, k)
+    found = Candidates(boxes.reshape(-1, 4), scores.reshape(-1), classes.reshape(-1).long(), frames.reshape(-1),
+                       None if keypoints is None else keypoints.reshape(n * k, *keypoints.shape[2:]), nms=nms)
+    return found if valid is None else found.take(valid.reshape(-1).nonzero().squeeze(1))
+
+
+def _keypoints(rows: torch.Tensor, dims: int) -> torch.Tensor:
+    """`[n, K, P * dims]` -> `[n, K, P, 3]` x, y, score (1.0 when the model gives none)."""
+    n, k, _ = rows.shape
+    points = rows.reshape(n, k, -1, dims)
+    if dims == 2:
+        points = torch.cat((points, torch.ones_like(points[..., :1])), dim=-1)
+    return points[..., :3]
+
+
+def _end2end(pred: torch.Tensor) -> Candidates:
+    """`[n, K, 6 + extra]`: x1, y1, x2, y2, score, class, then keypoints (x, y, score)."""
+    if pred.shape[-1] < 6 or (pred.shape[-1] - 6) % 3:
+        raise ValueError(f"rows of {pred.shape[-1]} values are not 6 (+ 3 per keypoint)")
+    keypoints = _keypoints(pred[..., 6:], 3) if pred.shape[-1] > 6 else None
+    return _flat(pred[..., :4], pred[..., 4], pred[..., 5], keypoints, nms=False)
+
+
+def _efficient_nms(raw: Any, frames: int) -> Candidates:
+    """TensorRT EfficientNMS: `num_detections [N, 1]`, boxes `[N, K, 4]`, scores, classes `[N, K]`."""
+    if isinstance(raw, Mapping):
+        missing = [name for name in _EFFICIENT_NMS if name not in raw]
+        if missing:
+            raise KeyError(f"outputs {missing} missing")
+        raw = [raw[name] for name in _EFFICIENT_NMS]
+    count, boxes, scores, classes = (t[:frames] for t in raw)
+    k = scores.shape[1]
+    valid = torch.arange(k, device=scores.device)[None, :] < count.reshape(-1, 1)
+    return _flat(boxes, scores, classes, None, nms=False, valid=valid)
+
+
+def _torchvision_detections(raw: Any) -> list[Mapping[str, torch.Tensor]] | None:
+    """The per-frame dicts of a torchvision detector (eager: a list; scripted: `(losses, list)`)."""
+    if isinstance(raw, tuple) and len(raw) == 2 and isinstance(raw[0], Mapping):
+        raw = raw[1]
+    if isinstance(raw, list) and all(isinstance(d, Mapping) and "boxes" in d for d in raw):
+        return raw
+    return None
+
+
+def _torchvision(detections: Sequence[Mapping[str, torch.Tensor]], slot: tuple[int, int]) -> Candidates:
+    """Boxes (xyxy, the frame's pixels), labels, scores; optional masks `[k, 1, h, w]` and
+    keypoints `[k, P, 3]` (scored by `keypoints_scores` where given)."""
+    device = detections[0]["boxes"].device
+    counts = torch.tensor([len(d["boxes"]) for d in detections], device=device)
+    frames = torch.repeat_interleave(torch.arange(len(detections), device=device), counts)
+    keypoints = None
+    if all("keypoints" in d for d in detections):
+        points = []
+        for d in detections:
+            p = d["keypoints"].float()
+            if "keypoints_scores" in d:
+                p = torch.cat((p[..., :2], d["keypoints_scores"][..., None].float()), dim=-1)
+            points.append(p)
+        keypoints = torch.cat(points)
+    masks = None
+    if all("masks" in d for d in detections):  # [k, 1, h, w] at each frame's size: padded to the slot
+        masks = torch.cat([F.pad(d["masks"].reshape(-1, *d["masks"].shape[-2:]),
+                                 (0, slot[1] - d["masks"].shape[-1], 0, slot[0] - d["masks"].shape[-2]))
+                           for d in detections])
+    return Candidates(torch.cat([d["boxes"] for d in detections]), torch.cat([d["scores"] for d in detections]),
+                      torch.cat([d["labels"] for d in detections]).long(), frames, keypoints, masks)

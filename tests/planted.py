@@ -1,0 +1,149 @@
+"""Detectors, a classifier and a segmenter built from code that find planted objects exactly:
+pure red, green and blue rectangles (classes 0, 1, 2), so that tests can assert exact boxes.
+
+Each is scripted (`torch.jit.script`) and takes `Tensor[N, 3, H, W]` of pixel values / 255
+(`normalize: {scale: 1/255}`). A pixel is of class c when its channel c is above 0.5 and the
+other two below; black (0) and grey (114) padding is of none.
+"""
+
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+COLOURS = ((255, 0, 0), (0, 255, 0), (0, 0, 255))
+#: Score of each class's box, and of its shifted duplicate (IoU about 0.9: NMS removes it).
+SCORES = (0.9, 0.85, 0.8)
+SHIFTED = (0.8, 0.75, 0.7)
+LOW = 0.2  # under the default score_threshold (0.25)
+ANCHORS = 64  # more anchors than rows, as a YOLO head has
+
+
+def masks(x: Tensor) -> Tensor:
+    """`[N, 3, H, W]` -> `[N, 3, H, W]` bool: pixels of each class."""
+    on = x > 0.5
+    red = on[:, 0] & ~on[:, 1] & ~on[:, 2]
+    green = on[:, 1] & ~on[:, 0] & ~on[:, 2]
+    blue = on[:, 2] & ~on[:, 0] & ~on[:, 1]
+    return torch.stack([red, green, blue], dim=1)
+
+
+def boxes(x: Tensor) -> Tuple[Tensor, Tensor]:
+    """Each class's bounding box in input pixels `[N, 3, 4]` (x1, y1, x2, y2) and presence `[N, 3]`."""
+    m = masks(x)
+    rows = m.any(dim=3).to(torch.int32)  # [N, 3, H]
+    cols = m.any(dim=2).to(torch.int32)  # [N, 3, W]
+    h, w = rows.shape[2], cols.shape[2]
+    y1 = rows.argmax(dim=2)
+    y2 = h - rows.flip(2).argmax(dim=2)
+    x1 = cols.argmax(dim=2)
+    x2 = w - cols.flip(2).argmax(dim=2)
+    present = rows.amax(dim=2) > 0
+    return torch.stack([x1, y1, x2, y2], dim=2).to(torch.float32), present
+
+
+def _xywh(b: Tensor) -> Tensor:
+    return torch.stack([(b[..., 0] + b[..., 2]) / 2, (b[..., 1] + b[..., 3]) / 2,
+                        b[..., 2] - b[..., 0], b[..., 3] - b[..., 1]], dim=-1)
+
+
+class Yolo(nn.Module):
+    """Ultralytics v8/11 raw output `[N, 4 + 3 (+ 6), 64]`: per class its box (score SCORES[c]),
+    a duplicate shifted by 5% of its width (SHIFTED[c]), and a low one (LOW); with `pose`, two
+    keypoints per anchor: the box's top-left (score 0.9) and bottom-right (0.8)."""
+
+    def __init__(self, pose: bool = False) -> None:
+        super().__init__()
+        self.pose = pose
+        self.anchors = ANCHORS
+        self.scores = [list(SCORES), list(SHIFTED), [LOW] * 3]
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, present = boxes(x)
+        n = b.shape[0]
+        shift = (b[..., 2] - b[..., 0]) * 0.05
+        shifted = b + torch.stack([shift, torch.zeros_like(shift), shift, torch.zeros_like(shift)], dim=-1)
+        rows = 4 + 3 + (6 if self.pose else 0)
+        out = torch.zeros(n, self.anchors, rows, device=x.device)
+        on = present.to(torch.float32)
+        for c in range(3):
+            for k, box in enumerate([b, shifted, b]):
+                score = self.scores[k][c]
+                a = c + 3 * k
+                out[:, a, :4] = _xywh(box[:, c])
+                out[:, a, 4 + c] = score * on[:, c]
+                if self.pose:
+                    out[:, a, 7:13] = torch.stack([box[:, c, 0], box[:, c, 1], torch.full_like(on[:, c], 0.9),
+                                                   box[:, c, 2], box[:, c, 3], torch.full_like(on[:, c], 0.8)], dim=1)
+        return out.transpose(1, 2).contiguous()
+
+
+class End2End(nn.Module):
+    """`[N, 6, 6]`: x1, y1, x2, y2, score, class for each class's box, then 3 low rows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scores = list(SCORES)
+        self.low = LOW
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, present = boxes(x)
+        on = present.to(torch.float32)
+        rows: List[Tensor] = []
+        for c in range(3):
+            rows.append(torch.cat([b[:, c], (self.scores[c] * on[:, c])[:, None], torch.full_like(on[:, c:c + 1], c)], dim=1))
+        for c in range(3):
+            rows.append(torch.cat([b[:, c], (self.low * on[:, c])[:, None], torch.full_like(on[:, c:c + 1], c)], dim=1))
+        return torch.stack(rows, dim=1)
+
+
+class EfficientNms(nn.Module):
+    """TensorRT EfficientNMS outputs: 3 valid rows (one per class) and a fourth past
+    `num_detections` that must be ignored."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scores = list(SCORES)
+
+    def forward(self, x: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        b, present = boxes(x)
+        n = b.shape[0]
+        on = present.to(torch.float32)
+        scores = torch.tensor(self.scores, device=x.device)[None, :] * on
+        junk = torch.tensor([[0.0, 0.0, 10.0, 10.0]], device=x.device).expand(n, 1, 4)
+        detection_boxes = torch.cat([b, junk], dim=1)
+        detection_scores = torch.cat([scores, torch.full((n, 1), 0.99, device=x.device)], dim=1)
+        detection_classes = torch.tensor([0, 1, 2, 0], dtype=torch.int32, device=x.device)[None, :].expand(n, 4)
+        num = torch.full((n, 1), 3, dtype=torch.int32, device=x.device)
+        return num, detection_boxes, detection_scores, detection_classes
+
+
+class Classifier(nn.Module):
+    """Logits `[N, 3]`: 10 x the mean of each channel (over the whole input)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return 10.0 * x.mean(dim=(2, 3))
+
+
+class Segmenter(nn.Module):
+    """Class scores `[N, 4, H, W]`: background 0.5, then one channel per colour (its mask)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        m = masks(x).to(torch.float32)
+        background = torch.full_like(m[:, :1], 0.5)
+        return torch.cat([background, m], dim=1)
+
+
+def script(module: nn.Module) -> torch.jit.ScriptModule:
+    return torch.jit.script(module.eval())
+
+
+def scene(height: int, width: int, rects: dict[int, tuple[int, int, int, int]], background: int = 40) -> np.ndarray:
+    """A `[height, width, 3]` uint8 frame, dark grey, with rectangles `{class: (x1, y1, x2, y2)}`."""
+    frame = np.full((height, width, 3), background, dtype=np.uint8)
+    for c, (x1, y1, x2, y2) in rects.items():
+        frame[y1:y2, x1:x2] = COLOURS[c]
+    return frame

@@ -1,0 +1,231 @@
+"""Detections in each frame's own pixels: every format, both layouts, whatever the batch mixes."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from handler.config import HandlerConfig
+from handler.errors import ConfigError
+from handler.tasks import rle
+from handler.tasks.labels import Labels
+from tests import planted, support
+from tests.support import Answering
+
+SCALE = {"normalize": {"scale": 1 / 255}}
+LABELS = Labels({0: "red", 1: "green", 2: "blue"})
+
+
+def config(**settings):
+    return HandlerConfig.from_mapping({"task": "detection", **SCALE, **settings})
+
+
+def answers(model, settings, frames, labels=LABELS, ooms=None):
+    """Each frame's detections, one request per frame, all in one batch."""
+    pipeline = Answering(model, config(**settings), labels=labels, ooms=ooms)
+    pipeline.check()
+    requests = [support.request(support.npy(f), "application/x-npy") for f in frames]
+    responses, _ = pipeline.run(requests)
+    bodies = [json.loads(r.body) for r in responses]
+    assert [r.status for r in responses] == [200] * len(frames), bodies
+    return [body["frames"][0]["detections"] for body in bodies]
+
+
+def boxes(detections):
+    return [(d["label"], d["box"], d["score"]) for d in detections]
+
+
+@pytest.fixture(scope="module")
+def yolo():
+    return planted.script(planted.Yolo())
+
+
+def test_yolo_boxes_are_the_planted_rectangles_at_mixed_resolutions_in_one_batch(yolo):
+    frames = [planted.scene(120, 200, {0: (10, 20, 50, 60), 2: (100, 10, 190, 90)}),
+              planted.scene(333, 517, {1: (300, 100, 517, 333)}),
+              planted.scene(64, 64, {})]
+    got = answers(yolo, {}, frames)
+    assert boxes(got[0]) == [("red", [10, 20, 50, 60], 0.9), ("blue", [100, 10, 190, 90], 0.8)]
+    assert boxes(got[1]) == [("green", [300, 100, 517, 333], 0.85)]  # touching the frame's edge
+    assert got[2] == []
+    assert [d["class_id"] for d in got[0]] == [0, 2]
+
+
+@pytest.mark.parametrize("pad, value", [("top_left", 0), ("center", 114)])
+def test_letterbox_boxes_come_back_through_each_frames_own_scale_and_offsets(yolo, pad, value):
+    settings = {"resize": "letterbox", "input_size": [320, 320], "letterbox_pad": pad, "pad_value": value}
+    # Scales 1/2 (640x320, landscape) and 1/3 (portrait 960x480): even rectangles map back exactly.
+    frames = [planted.scene(320, 640, {0: (40, 20, 200, 100), 1: (400, 200, 640, 320)}),
+              planted.scene(960, 480, {2: (30, 60, 270, 300)})]
+    got = answers(yolo, settings, frames)
+    assert boxes(got[0]) == [("red", [40, 20, 200, 100], 0.9), ("green", [400, 200, 640, 320], 0.85)]
+    assert boxes(got[1]) == [("blue", [30, 60, 270, 300], 0.8)]
+
+
+def test_a_batch_mate_splits_or_fixed_batch_padding_never_change_an_answer(yolo):
+    frame = planted.scene(240, 320, {0: (16, 32, 48, 96), 1: (200, 100, 300, 220)})
+    alone = answers(yolo, {}, [frame])[0]
+    others = [planted.scene(240 + 32 * i, 320, {2: (0, 0, 10 + i, 10)}) for i in range(9)]
+    mixed = answers(yolo, {"model_max_batch": 4}, [*others[:5], frame, *others[5:]])
+    assert mixed[5] == alone
+    fixed = answers(yolo, {"static_batch": 8, "size_divisor": 64}, [frame, *others[:2]])
+    assert fixed[0] == alone
+    small = OutOfMemoryAbove(yolo, 2)
+    split = answers(small, {"model_max_batch": 16}, [frame] * 6, ooms=lambda: small.ooms)
+    assert split == [alone] * 6
+    assert small.ooms == 2  # 6 -> 3 + 3 -> (1 + 2) + ...: every frame still answered exactly
+
+
+class OutOfMemoryAbove:
+    """A model that runs out of memory on more than `frames` frames, as the allocator counts it."""
+
+    def __init__(self, model, frames):
+        self.model, self.frames, self.ooms = model, frames, 0
+
+    def __call__(self, x, *args):
+        if x.shape[0] > self.frames:
+            self.ooms += 1
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return self.model(x, *args)
+
+
+def test_nms_is_class_aware_unless_told_otherwise(yolo):
+    # A red ring around a green block: their boxes overlap with IoU above 0.7.
+    frame = planted.scene(200, 200, {0: (10, 10, 190, 190)})
+    frame[14:186, 14:186] = planted.COLOURS[1]
+    assert [d["label"] for d in answers(yolo, {}, [frame])[0]] == ["red", "green"]
+    assert [d["label"] for d in answers(yolo, {"class_agnostic": True}, [frame])[0]] == ["red"]
+
+
+def test_thresholds_per_class_allow_list_min_size_and_cap(yolo):
+    frame = planted.scene(200, 300, {0: (0, 0, 100, 100), 1: (120, 0, 160, 8), 2: (200, 100, 300, 200)})
+    assert [d["label"] for d in answers(yolo, {}, [frame])[0]] == ["red", "green", "blue"]
+    assert [d["label"] for d in answers(yolo, {"class_thresholds": {"green": 0.86, 2: 0.1}}, [frame])[0]] == \
+        ["red", "blue"]
+    assert [d["label"] for d in answers(yolo, {"classes": ["blue", 1]}, [frame])[0]] == ["green", "blue"]
+    assert [d["label"] for d in answers(yolo, {"min_box_size": 10}, [frame])[0]] == ["red", "blue"]
+    assert [d["label"] for d in answers(yolo, {"max_detections": 2}, [frame])[0]] == ["red", "green"]
+
+
+def test_thresholds_per_class_below_the_duplicates_still_get_nms(yolo):
+    frame = planted.scene(200, 300, {2: (200, 100, 300, 200)})
+    got = answers(yolo, {"class_thresholds": {"blue": 0.1}}, [frame])[0]
+    assert boxes(got) == [("blue", [200, 100, 300, 200], 0.8)]  # shifted (IoU 0.9) and low (IoU 1) suppressed
+
+
+def test_an_id_without_a_label_is_answered_by_its_number_and_a_label_no_class_has_fails_at_load(yolo):
+    frame = planted.scene(100, 100, {2: (10, 10, 20, 20)})
+    [got] = answers(yolo, {}, [frame], labels=Labels({0: "red"}))
+    assert (got[0]["class_id"], got[0]["label"]) == (2, "2")
+    with pytest.raises(ConfigError, match="no class is labelled 'purple'"):
+        answers(yolo, {"classes": ["purple"]}, [frame])
+
+
+def test_pose_keypoints_come_back_to_the_frame_and_are_clipped(yolo):
+    pose = planted.script(planted.Yolo(pose=True))
+    settings = {"resize": "letterbox", "input_size": [320, 320], "letterbox_pad": "center", "num_classes": 3}
+    frame = planted.scene(320, 640, {0: (40, 20, 200, 100)})
+    [got] = answers(pose, settings, [frame])
+    assert got[0]["box"] == [40, 20, 200, 100]
+    assert got[0]["keypoints"] == [[40, 20, 0.9], [200, 100, 0.8]]
+
+
+def test_end2end_and_efficient_nms_formats(yolo):
+    frames = [planted.scene(120, 200, {0: (10, 20, 50, 60), 2: (100, 10, 190, 90)}), planted.scene(50, 60, {})]
+    expected = answers(yolo, {}, frames)
+    for model in (planted.End2End(), planted.EfficientNms()):
+        assert answers(planted.script(model), {}, frames) == expected, type(model).__name__
+
+
+def test_formats_are_found_from_the_outputs_and_a_wrong_one_fails_at_load_naming_both(yolo, caplog):
+    for model, name in ((planted.Yolo(), "yolo"), (planted.End2End(), "end2end"), (planted.EfficientNms(), "efficient_nms")):
+        pipeline = Answering(planted.script(model), config(), labels=LABELS)
+        assert pipeline.check() == f"detection (format {name})"
+    with pytest.raises(ConfigError, match=r"handler.format = end2end: the model's outputs Tensor\[1, 7, 64\]"):
+        Answering(yolo, config(format="end2end"), labels=LABELS).check()
+    with pytest.raises(ConfigError, match=r"handler.task = classification takes .* Tensor\[1, 4, 256, 256\]"):
+        Answering(planted.script(planted.Segmenter()), HandlerConfig.from_mapping(
+            {"task": "classification", **SCALE})).check()
+    with pytest.raises(ConfigError, match=r"outputs Tensor\[1, 3\] are no detector format"):
+        Answering(planted.script(planted.Classifier()), config()).check()
+
+
+def test_a_box_past_the_letterbox_edge_by_a_fraction_survives_and_one_in_the_padding_is_dropped():
+    class Edges(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            n = x.shape[0]
+            out = torch.zeros(n, 7, 16)
+            # 1000x333 into 320x320 (centre): r = 0.32, active 320x107 at top 106; the box reaches
+            # 0.4 px into the bottom padding; the second lies wholly in the top padding.
+            out[:, :4, 0] = torch.tensor([160.0, 160.0, 100.0, 107.8])
+            out[:, 4, 0] = 0.9
+            out[:, :4, 1] = torch.tensor([160.0, 50.0, 100.0, 40.0])
+            out[:, 5, 1] = 0.9
+            return out
+
+    got = answers(torch.jit.script(Edges()), {"resize": "letterbox", "input_size": [320, 320],
+                                               "letterbox_pad": "center"}, [planted.scene(333, 1000, {})])[0]
+    top = round((320 - 107) / 2 - 0.1)
+    r = 0.32
+    assert boxes(got) == [("red", [round((160 - 50) / r, 2), round((160 - 53.9 - top) / r, 2),
+                                   round((160 + 50) / r, 2), 333.0], 0.9)]
+    assert (160 + 53.9 - top) / r > 333 and (320 * 1000 / 1000 - 0) > 0  # it did cross the frame's edge
+
+
+def test_classification_top_k_with_softmax_sigmoid_and_labels():
+    model = planted.script(planted.Classifier())
+    frame = planted.scene(64, 96, {0: (0, 0, 30, 40)})  # a whole slot: no padding in the mean
+    x = torch.from_numpy(frame).permute(2, 0, 1)[None].double() / 255
+    logits = 10 * x.mean(dim=(2, 3))[0]
+    for activation, scores in (("softmax", logits.softmax(0)), ("sigmoid", logits.sigmoid()), ("none", logits)):
+        pipeline = Answering(model, HandlerConfig.from_mapping(
+            {"task": "classification", "top_k": 2, "activation": activation, **SCALE}), labels=LABELS)
+        pipeline.check()
+        [response], _ = pipeline.run([support.request(support.npy(frame), "application/x-npy")])
+        got = json.loads(response.body)["frames"][0]["classes"]
+        order = scores.argsort(descending=True)[:2].tolist()
+        assert [c["class_id"] for c in got] == order
+        assert [c["label"] for c in got] == [LABELS.name(i) for i in order]
+        assert [c["score"] for c in got] == pytest.approx([scores[i].item() for i in order], abs=1e-6)
+
+
+@pytest.mark.parametrize("settings", [{}, {"resize": "letterbox", "input_size": [128, 128], "letterbox_pad": "center"}])
+def test_segmentation_masks_are_rle_in_the_frames_pixels(settings):
+    model = planted.script(planted.Segmenter())
+    # Letterbox scales 1 and 4: the class map comes back exactly.
+    frames = [planted.scene(64, 128, {0: (8, 8, 40, 32), 2: (64, 0, 128, 64)}), planted.scene(32, 16, {1: (0, 0, 8, 12)})]
+    pipeline = Answering(model, HandlerConfig.from_mapping({"task": "segmentation", **SCALE, **settings}),
+                         labels=Labels({0: "background", 1: "red", 2: "green", 3: "blue"}))
+    pipeline.check()
+    responses, _ = pipeline.run([support.request(support.npy(f), "application/x-npy") for f in frames])
+    for response, frame in zip(responses, frames):
+        segments = json.loads(response.body)["frames"][0]["segments"]
+        classes = np.zeros(frame.shape[:2], dtype=np.int64)
+        for c, colour in enumerate(planted.COLOURS):
+            classes[(frame == colour).all(axis=2)] = c + 1
+        present = sorted(set(classes.ravel().tolist()))
+        assert [s["class_id"] for s in segments] == present
+        for segment in segments:
+            mask = rle.decode(segment["mask"])
+            assert segment["mask"]["size"] == list(frame.shape[:2])
+            assert segment["area"] == int((classes == segment["class_id"]).sum())
+            assert (mask == (classes == segment["class_id"])).all()
+
+
+side = st.integers(8, 300)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(side, side, st.integers(0, 2)), min_size=1, max_size=12), st.data())
+def test_any_mix_of_resolutions_answers_each_frame_its_own_rectangle(yolo, frames, data):
+    scenes, expected = [], []
+    for h, w, c in frames:
+        x1, y1 = data.draw(st.integers(0, w - 2)), data.draw(st.integers(0, h - 2))
+        x2, y2 = data.draw(st.integers(x1 + 1, w)), data.draw(st.integers(y1 + 1, h))
+        scenes.append(planted.scene(h, w, {c: (x1, y1, x2, y2)}))
+        expected.append([(LABELS.name(c), [x1, y1, x2, y2], planted.SCORES[c])])
+    got = answers(yolo, {"model_max_batch": 5}, scenes)
+    assert [boxes(d) for d in got] == expected
