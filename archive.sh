@@ -3,7 +3,8 @@
 #
 #   ./archive.sh                                   the demo archives: frame_quality, its low-latency
 #                                                  lane frame_quality_realtime, its stream lane
-#                                                  frame_quality_stream, fixed_batch_cnn
+#                                                  frame_quality_stream, fixed_batch_cnn,
+#                                                  face_detector (MTCNN)
 #   ./archive.sh NAME MODEL_FILE CONFIG_YAML [VERSION] [--model-file MODULE.py]
 #                                                  your own model: a TorchScript (.pt) or
 #                                                  torch.export (.pt2) file, or with --model-file
@@ -80,6 +81,7 @@ if [[ $# -eq 0 ]]; then
   package frame_quality_realtime "$build/frame_quality.pt" "$here/handler/models/frame_quality_realtime.yaml"
   package frame_quality_stream "$build/frame_quality.pt" "$here/handler/models/frame_quality_stream.yaml"
   package fixed_batch_cnn "$build/fixed_batch_cnn.pt2" "$here/handler/models/fixed_batch_cnn.yaml"
+  package face_detector "$build/face_detector.pt" "$here/handler/models/face_detector.yaml"
 elif [[ $# -ge 3 ]]; then
   args=() model_file=""
   while (($#)); do

@@ -40,7 +40,7 @@ metrics=$(python -m tsutil.properties "$config" --get metrics_address)
 
 cat <<MSG
 TorchServe is serving frame_quality, frame_quality_realtime (low-latency lane), frame_quality_stream
-(gRPC stream lane) and fixed_batch_cnn on $inference (metrics on $metrics/metrics);
+(gRPC stream lane), fixed_batch_cnn and face_detector on $inference (metrics on $metrics/metrics);
 video-keys renews the keys in key_file.json before they expire (logs/keys.log).
 Try:
   curl -H "Authorization: Bearer \$(python3 -c 'import json; print(json.load(open("key_file.json"))["inference"]["key"])')" \\

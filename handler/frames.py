@@ -154,9 +154,11 @@ def _decode_jpeg(body: bytes | bytearray, config: HandlerConfig) -> tuple[np.nda
 
     Returns:
         The pixels and the frame's own (h, w); the pixels are smaller when decoded for a
-        letterbox engine whose input is at most half the frame.
+        letterbox engine whose input is at most half the frame (not with `resize_antialias:
+        false`, which resizes the whole frame as OpenCV does).
     """
-    input_size = config.input_size if config.resize is Resize.LETTERBOX else None
+    shrink = config.resize is Resize.LETTERBOX and config.resize_antialias
+    input_size = config.input_size if shrink else None
 
     def target(height: int, width: int) -> tuple[int, int]:
         assert input_size is not None

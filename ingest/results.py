@@ -7,6 +7,8 @@ from typing import Any
 from ingest.client import Answer
 from ingest.units import Unit
 
+_ANSWERS = ("outputs", "detections", "classes", "segments")
+
 
 def result_lines(camera: str, unit: Unit, answer: Answer, now: float) -> list[dict[str, Any]]:
     """Each answered frame as a line, or one line with the error's `type` and `message`.
@@ -30,10 +32,13 @@ def result_lines(camera: str, unit: Unit, answer: Answer, now: float) -> list[di
     for frame, pts in zip(frames, times):
         offset = pts - first if first is not None and isinstance(pts, (int, float)) else 0.0
         capture = unit.capture_at(unit.pts + offset)
-        lines.append({"camera": camera, "segment": unit.seq, "pts": round(unit.pts + offset, 6),
-                      "capture_time": round(capture, 6), "status": 200, "width": frame.get("width"),
-                      "height": frame.get("height"), "outputs": frame.get("outputs"),
-                      "latency_ms": round((now - capture) * 1000, 1)})
+        line = {"camera": camera, "segment": unit.seq, "pts": round(unit.pts + offset, 6),
+                "capture_time": round(capture, 6), "status": 200, "width": frame.get("width"),
+                "height": frame.get("height")}
+        # The answer as the server gave it: `outputs` (task: raw), or `detections`, `classes`, `segments`.
+        line.update({key: value for key, value in frame.items() if key in _ANSWERS})
+        line["latency_ms"] = round((now - capture) * 1000, 1)
+        lines.append(line)
     return lines
 
 

@@ -13,6 +13,9 @@ if [[ ! -f $stamp || $root/pyproject.toml -nt $stamp ]]; then
   echo "setup: installing torch and the project's dependencies (once)" >&2
   python -m pip install --quiet --disable-pip-version-check "${TORCH_SPEC:-torch==2.13.0}"
   python -m pip install --quiet --disable-pip-version-check -e "$root[test]"
+  # The face_detector demo's trained MTCNN weights ship in this wheel (MIT); its pinned
+  # dependencies (an old torch among them) must not be installed, and nothing else of it is used.
+  python -m pip install --quiet --disable-pip-version-check --no-deps facenet-pytorch==2.6.0
   touch "$stamp"
 fi
 if ! java -version >/dev/null 2>&1; then

@@ -8,7 +8,7 @@ other two below; black (0) and grey (114) padding is of none.
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 import torch
@@ -147,3 +147,23 @@ def scene(height: int, width: int, rects: dict[int, tuple[int, int, int, int]], 
     for c, (x1, y1, x2, y2) in rects.items():
         frame[y1:y2, x1:x2] = COLOURS[c]
     return frame
+
+
+class TorchvisionStyle(nn.Module):
+    """Answers as torchvision's detectors do: called with a list of `[3, h, w]` frames, returns a
+    list of dicts with `boxes`, `labels` (class + 1: 0 is the background), `scores`, `masks`
+    `[k, 1, h, w]` and `keypoints` `[k, 2, 3]` with `keypoints_scores`; a batched tensor is refused
+    as by a scripted torchvision model."""
+
+    def forward(self, images: List[Tensor]) -> List[Dict[str, Tensor]]:
+        out: List[Dict[str, Tensor]] = []
+        for image in images:
+            b, present = boxes(image[None])
+            m = masks(image[None])[0]
+            keep = present[0].nonzero().squeeze(1)
+            corners = torch.stack([b[0, keep, :2], b[0, keep, 2:]], dim=1)  # [k, 2, 2]
+            out.append({"boxes": b[0, keep], "labels": keep + 1, "scores": 0.9 - 0.05 * keep.to(torch.float32),
+                        "masks": m[keep].to(torch.float32)[:, None],
+                        "keypoints": torch.cat([corners, torch.ones_like(corners[..., :1])], dim=-1),
+                        "keypoints_scores": torch.full(corners.shape[:2], 3.5)})
+        return out

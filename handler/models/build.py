@@ -7,14 +7,16 @@ import pathlib
 
 import torch
 
-from handler.models import fixed_batch_cnn, frame_quality
+from handler.models import face_detector, fixed_batch_cnn, frame_quality
 
 
 def build_all(out: pathlib.Path) -> None:
-    """Writes `frame_quality.pt` (TorchScript) and `fixed_batch_cnn.pt2` (torch.export) to `out`."""
+    """Writes `frame_quality.pt` and `face_detector.pt` (TorchScript) and `fixed_batch_cnn.pt2`
+    (torch.export) to `out`."""
     out.mkdir(parents=True, exist_ok=True)
     frame_quality.build().save(str(out / "frame_quality.pt"))
     torch.export.save(fixed_batch_cnn.build(), str(out / "fixed_batch_cnn.pt2"))
+    face_detector.build().save(str(out / "face_detector.pt"))
 
 
 def main() -> None:

@@ -111,9 +111,7 @@ class DetectionHead:
         if self.format is DetectionFormat.AUTO:  # a pipeline that was not `check`ed
             return self.settle(model, x, placement, sizes)
         if self.format is DetectionFormat.TORCHVISION:
-            # Its own transform resizes and batches each frame at its size: padding first would
-            # change the scale it sees.
-            return model([x[i, :, :h, :w] for i, (h, w) in enumerate(placement.sizes)])
+            return _torchvision_call(model, x, placement)
         return model(x) if sizes is None else model(x, sizes)
 
     def settle(self, model: Callable[..., Any], x: torch.Tensor, placement: Placement,
@@ -295,6 +293,23 @@ def _efficient_nms(raw: Any, frames: int) -> Candidates:
     k = scores.shape[1]
     valid = torch.arange(k, device=scores.device)[None, :] < count.reshape(-1, 1)
     return _flat(boxes, scores, classes, None, nms=False, valid=valid)
+
+
+def _torchvision_call(model: Callable[..., Any], x: torch.Tensor, placement: Placement) -> list[Any]:
+    """A torchvision detector on each frame at its own size (its transform resizes and pads each
+    list it gets to one size, and that padding and the anchors laid over it change a frame's
+    answer): frames of one size are called together, others apart; answers in frame order."""
+    by_size: dict[tuple[int, int], list[int]] = {}
+    for i, size in enumerate(placement.sizes):
+        by_size.setdefault(size, []).append(i)
+    answers: list[Any] = [None] * len(placement.sizes)
+    for (h, w), rows in by_size.items():
+        detections = _torchvision_detections(model([x[i, :, :h, :w] for i in rows]))
+        if detections is None:
+            raise TypeError("a torchvision detector returns a list of dicts with boxes, labels, scores")
+        for i, found in zip(rows, detections):
+            answers[i] = found
+    return answers
 
 
 def _torchvision_detections(raw: Any) -> list[Mapping[str, torch.Tensor]] | None:

@@ -77,6 +77,12 @@ def test_serve_sh_prints_a_curl_that_answers_200_and_stop_stops_it(checkout, tmp
         support.assert_quality(got["frames"][0]["outputs"], pixels)
         support.assert_quality(shown["frames"][0]["outputs"], pixels)  # the README shows real values
 
+        faces = subprocess.run(["bash", "-c", _readme_block("the faces it answers", "bash").strip().replace(SHOWN, inference)
+                                + " -sS -w '\\n%{http_code}'"], cwd=checkout, capture_output=True, text=True, timeout=120)
+        body, status = faces.stdout.rsplit("\n", 1)
+        assert status == "200", faces.stdout + faces.stderr
+        assert json.loads(body) == json.loads(_readme_block("the faces it answers", "json"))
+
         stopped = subprocess.run(["./serve.sh", "stop"], cwd=checkout, env=env, capture_output=True, text=True,
                                  timeout=120)
         assert stopped.returncode == 0, stopped.stderr

@@ -229,3 +229,22 @@ def test_any_mix_of_resolutions_answers_each_frame_its_own_rectangle(yolo, frame
         expected.append([(LABELS.name(c), [x1, y1, x2, y2], planted.SCORES[c])])
     got = answers(yolo, {"model_max_batch": 5}, scenes)
     assert [boxes(d) for d in got] == expected
+
+
+def test_torchvision_style_detectors_get_each_frame_alone_with_masks_and_keypoints():
+    model = planted.script(planted.TorchvisionStyle())
+    frames = [planted.scene(60, 90, {0: (5, 6, 30, 40), 2: (50, 10, 90, 60)}), planted.scene(70, 64, {1: (0, 0, 8, 9)})]
+    labels = Labels({1: "red", 2: "green", 3: "blue"})
+    pipeline = Answering(model, config(), labels=labels)
+    assert pipeline.check() == "detection (format torchvision)"
+    responses, _ = pipeline.run([support.request(support.npy(f), "application/x-npy") for f in frames])
+    got = [json.loads(r.body)["frames"][0]["detections"] for r in responses]
+    assert boxes(got[0]) == [("red", [5, 6, 30, 40], 0.9), ("blue", [50, 10, 90, 60], 0.8)]
+    assert boxes(got[1]) == [("green", [0, 0, 8, 9], 0.85)]
+    assert got[0][1]["keypoints"] == [[50, 10, 3.5], [90, 60, 3.5]]
+    for detections, frame in zip(got, frames):
+        for d in detections:
+            mask = rle.decode(d["mask"])
+            assert mask.shape == frame.shape[:2]  # the frame's own pixels, not the padded slot's
+            x1, y1, x2, y2 = (int(v) for v in d["box"])
+            assert mask.sum() == (x2 - x1) * (y2 - y1) and mask[y1:y2, x1:x2].all()

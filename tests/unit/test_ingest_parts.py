@@ -134,6 +134,10 @@ def test_result_lines_one_per_frame_with_pts_and_capture_time_from_the_segment()
     assert [(r["segment"], r["pts"], r["capture_time"], r["latency_ms"]) for r in lines] == [
         (7, 3.0, 100.0, 600.0), (7, 3.1, 100.1, 500.0)]
     assert lines[1]["outputs"] == {"brightness": 2.0} and lines[0]["status"] == 200
+    detections = [{"box": [1.0, 2.0, 30.0, 40.0], "score": 0.9, "class_id": 0, "label": "person"}]
+    body = {"frames": [{"width": 320, "height": 240, "detections": detections, "pts": 1.4}]}
+    [line] = result_lines("a", segment, Answer(200, body), now=100.6)
+    assert line["detections"] == detections and "outputs" not in line
     [error] = result_lines("a", unit(8), Answer(400, {"code": 400, "type": "CorruptFrame", "message": "bad"}), 100.5)
     assert (error["status"], error["type"], error["message"], error["segment"]) == (400, "CorruptFrame", "bad", 8)
     [lost] = result_lines("a", unit(9), Answer(None, None, "ConnectionError: no"), 100.5)

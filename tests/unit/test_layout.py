@@ -176,3 +176,30 @@ def test_letterbox_fit_resizes_in_uint8_keeping_a_flat_frame_flat():
     assert (out == np.array([10, 200, 77], np.uint8)).all()
     small = resize_uint8(np.full((8, 8, 3), 3, np.uint8), (16, 16))
     assert small.shape == (16, 16, 3) and (small == 3).all()
+
+
+def test_resizing_without_antialias_is_opencvs_inter_linear_within_one_level():
+    import cv2  # Ultralytics' letterbox resizes with it
+
+    from handler.layout import resize_uint8
+    from tests import support
+
+    frame = support.frame(720, 1280, 3)
+    for size in [(360, 640), (640, 1138), (1080, 1920)]:
+        ours = resize_uint8(frame, size, antialias=False).astype(int)
+        theirs = cv2.resize(frame, (size[1], size[0]), interpolation=cv2.INTER_LINEAR).astype(int)
+        assert abs(ours - theirs).max() <= 1, size
+
+
+def test_without_antialias_a_large_jpeg_is_decoded_whole_for_the_letterbox():
+    from handler.clip import Meta
+    from handler.config import HandlerConfig
+    from handler.frames import decode
+    from tests import support
+
+    body = support.jpeg(support.frame(1280, 1920, 1))
+    settings = {"resize": "letterbox", "input_size": [320, 320]}
+    shrunk = decode(body, "image/jpeg", Meta(), HandlerConfig.from_mapping(settings), False)
+    whole = decode(body, "image/jpeg", Meta(), HandlerConfig.from_mapping({**settings, "resize_antialias": False}), False)
+    assert shrunk.frames[0].shape[:2] == (320, 480) and shrunk.own_sizes == [(1280, 1920)]
+    assert whole.frames[0].shape[:2] == (1280, 1920)
