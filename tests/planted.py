@@ -167,3 +167,25 @@ class TorchvisionStyle(nn.Module):
                         "keypoints": torch.cat([corners, torch.ones_like(corners[..., :1])], dim=-1),
                         "keypoints_scores": torch.full(corners.shape[:2], 3.5)})
         return out
+
+
+class YoloSeg(nn.Module):
+    """Ultralytics' segment variant: `([N, 4 + 3 + 32, 64], protos [N, 32, H/4, W/4])`. Prototype c
+    is +1 where a 4x4 cell is all of class c, -1 elsewhere; each class's box mixes exactly its
+    prototype, so a rectangle on the 4-pixel grid comes back as its own mask."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.yolo = Yolo()
+
+    def forward(self, x: Tensor) -> Tuple[Tensor, Tensor]:
+        pred = self.yolo(x)  # [N, 7, 64]
+        n = pred.shape[0]
+        cells = torch.nn.functional.avg_pool2d(masks(x).to(torch.float32), 4)  # [N, 3, H/4, W/4]
+        protos = torch.cat([(cells == 1.0).to(torch.float32) * 2 - 1, torch.zeros_like(cells[:, :1]).expand(
+            n, 29, cells.shape[2], cells.shape[3])], dim=1)
+        coefficients = torch.zeros(n, 32, pred.shape[2], device=x.device)
+        for c in range(3):
+            for k in range(3):
+                coefficients[:, c, c + 3 * k] = 1.0
+        return torch.cat([pred, coefficients], dim=1), protos

@@ -10,6 +10,8 @@ transfer per dtype.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ from handler.outputs import Gathered, pack
 from handler.tasks import rle
 from handler.tasks.head import Upload, describe, first_tensor
 from handler.tasks.labels import Labels
+from handler.tasks.masks import full_mask, prototypes, window_bits
 from handler.tasks.nms import batched_nms
 
 logger = logging.getLogger(__name__)
@@ -48,6 +51,7 @@ class Candidates:
         keypoints: `Tensor[M, K, 3]` x, y, score in the model input's pixels, or None.
         masks: `Tensor[M, H, W]` mask probabilities in their frame's pixels, padded to the
             slot (bottom and right), or None.
+        coefficients: `Tensor[M, 32]` mask coefficients of a YOLO segment model, or None.
         nms: whether NMS is still to be done (the format's own model did none).
     """
 
@@ -58,11 +62,18 @@ class Candidates:
     keypoints: torch.Tensor | None = None
     masks: torch.Tensor | None = None
     nms: bool = False
+    coefficients: torch.Tensor | None = None
 
     def take(self, index: torch.Tensor) -> Candidates:
+        def pick(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t[index]
+
         return Candidates(self.boxes[index], self.scores[index], self.classes[index], self.frames[index],
-                          None if self.keypoints is None else self.keypoints[index],
-                          None if self.masks is None else self.masks[index], self.nms)
+                          pick(self.keypoints), pick(self.masks), self.nms, pick(self.coefficients))
+
+    def moved(self, boxes: torch.Tensor, keypoints: torch.Tensor | None) -> Candidates:
+        """The same candidates with boxes and keypoints elsewhere (in the frames' pixels)."""
+        return dataclasses.replace(self, boxes=boxes, scores=self.scores.float(), keypoints=keypoints)
 
 
 def format_of(raw: Any) -> DetectionFormat:
@@ -138,8 +149,9 @@ class DetectionHead:
         return raw
 
     def gather(self, raw: Any, placement: Placement, frames: int, upload: Upload) -> Gathered:
+        protos = prototypes(raw) if self.format in (DetectionFormat.YOLO, DetectionFormat.END2END) else None
         try:
-            found = self._decode(raw, frames, placement.slot)
+            found = self._decode(raw, frames, placement.slot, protos)
         except (ValueError, TypeError, IndexError, KeyError, RuntimeError) as err:
             raise ConfigError(f"handler.format = {self.format.value}: the model's outputs {describe(raw)} do "
                               f"not fit it ({err}); set handler.format ({_FORMATS}) or format: auto") from err
@@ -148,8 +160,16 @@ class DetectionHead:
             groups = found.frames if self._config.class_agnostic else found.frames * _GROUP + found.classes
             found = found.take(batched_nms(found.boxes, found.scores, groups, self._config.iou_threshold))
         geometry = upload(placement.to_frame())[found.frames]  # [M, 6]: left, top, scale, w, h
-        found = self._to_frames(found, geometry)
-        return self._capped(found, frames)
+        found, counts = self._capped(self._to_frames(found, geometry), frames)
+        tensors = {"boxes": found.boxes, "scores": found.scores, "classes": found.classes.long(), "counts": counts}
+        if found.keypoints is not None:
+            tensors["keypoints"] = found.keypoints
+        if found.masks is not None:
+            tensors["masks"] = found.masks > self._config.mask_threshold
+        if found.coefficients is not None and protos is not None:
+            tensors["mask_bits"], tensors["mask_windows"] = window_bits(
+                found.coefficients, found.frames, found.boxes, protos[:frames], placement)
+        return pack(tensors)
 
     def per_frame(self, outputs: list[tuple[str, torch.Tensor]], placement: Placement,
                   layout: Layout) -> list[FrameResult]:
@@ -160,6 +180,10 @@ class DetectionHead:
         classes = got["classes"].tolist()
         keypoints = got["keypoints"].tolist() if "keypoints" in got else None
         masks = got.get("masks")
+        windows = got["mask_windows"].tolist() if "mask_windows" in got else None
+        bits = got["mask_bits"].numpy() if "mask_bits" in got else None
+        spans = [(x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in windows or []]
+        offsets = [0, *itertools.accumulate(spans)]
         results, start = [], 0
         for (h, w), count in zip(placement.original, counts):
             detections = []
@@ -170,16 +194,20 @@ class DetectionHead:
                     detection["keypoints"] = [[round(x, 2), round(y, 2), round(s, 5)] for x, y, s in keypoints[j]]
                 if masks is not None:
                     detection["mask"] = rle.encode(masks[j, :h, :w].numpy())
+                if windows is not None and bits is not None:
+                    detection["mask"] = rle.encode(full_mask(bits[offsets[j]:offsets[j + 1]], windows[j], (h, w)))
                 detections.append(detection)
             start += count
             results.append(FrameResult(w, h, answer={"detections": detections}))
         return results
 
-    def _decode(self, raw: Any, frames: int, placement_slot: tuple[int, int]) -> Candidates:
+    def _decode(self, raw: Any, frames: int, placement_slot: tuple[int, int],
+                protos: torch.Tensor | None) -> Candidates:
+        coefficients = 0 if protos is None else protos.shape[1]
         if self.format is DetectionFormat.YOLO:
-            return self._yolo(first_tensor(raw)[:frames])
+            return self._yolo(first_tensor(raw)[:frames], coefficients)
         if self.format is DetectionFormat.END2END:
-            return _end2end(first_tensor(raw)[:frames])
+            return _end2end(first_tensor(raw)[:frames], coefficients)
         if self.format is DetectionFormat.EFFICIENT_NMS:
             return _efficient_nms(raw, frames)
         if self.format is DetectionFormat.TORCHVISION:
@@ -189,13 +217,16 @@ class DetectionHead:
             return _torchvision(detections[:frames], placement_slot)
         raise AssertionError("format: auto is settled by the first call")
 
-    def _yolo(self, pred: torch.Tensor) -> Candidates:
-        """`[n, 4 + nc + extra, A]`: centre x, y, w, h, then class scores, then keypoints."""
+    def _yolo(self, pred: torch.Tensor, coefficients: int) -> Candidates:
+        """`[n, 4 + nc + extra, A]`: centre x, y, w, h, class scores, then keypoints or (with
+        prototypes) mask coefficients."""
         n, channels, anchors = pred.shape
-        classes = self._num_classes or channels - 4
+        classes = self._num_classes or channels - 4 - coefficients
         extra = channels - 4 - classes
-        if classes < 1 or extra < 0 or (extra and extra % self._keypoint_dims):
-            raise ValueError(f"{channels} rows are not 4 + {classes} classes (+ keypoints); set handler.num_classes")
+        if classes < 1 or extra < 0 or (extra and not coefficients and extra % self._keypoint_dims) \
+                or (coefficients and extra != coefficients):
+            raise ValueError(f"{channels} rows are not 4 + {classes} classes (+ keypoints or {coefficients} "
+                             "mask coefficients); set handler.num_classes")
         rows = pred.transpose(1, 2)  # [n, A, C]
         best, label = rows[..., 4:4 + classes].max(dim=-1)
         k = min(self._config.pre_nms_topk, anchors)
@@ -204,8 +235,9 @@ class DetectionHead:
         label = label.gather(1, index)
         xy, wh = rows[..., :2], rows[..., 2:4] / 2
         boxes = torch.cat((xy - wh, xy + wh), dim=-1)
-        keypoints = _keypoints(rows[..., 4 + classes:], self._keypoint_dims) if extra else None
-        return _flat(boxes, best, label, keypoints, nms=True)
+        tail = rows[..., 4 + classes:]
+        keypoints = _keypoints(tail, self._keypoint_dims) if extra and not coefficients else None
+        return _flat(boxes, best, label, keypoints, nms=True, coefficients=tail if coefficients else None)
 
     def _confident(self, found: Candidates) -> torch.Tensor:
         """Indexes of the candidates above their class's threshold and in the allow-list."""
@@ -234,11 +266,11 @@ class DetectionHead:
         size = min(self._config.min_box_size, 1e9)
         w, h = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
         keep = ((w > 0) & (h > 0) & (w >= size) & (h >= size)).nonzero().squeeze(1)
-        mapped = Candidates(boxes, found.scores.float(), found.classes, found.frames, keypoints, found.masks)
-        return mapped.take(keep)
+        return found.moved(boxes, keypoints).take(keep)
 
-    def _capped(self, found: Candidates, frames: int) -> Gathered:
-        """Each frame's `max_detections` best, grouped by frame and sorted by score, packed."""
+    def _capped(self, found: Candidates, frames: int) -> tuple[Candidates, torch.Tensor]:
+        """Each frame's `max_detections` best, grouped by frame and sorted by score, and how many
+        each frame has."""
         by_score = torch.argsort(found.scores, descending=True, stable=True)
         order = by_score[torch.argsort(found.frames[by_score], stable=True)]
         found = found.take(order)
@@ -246,22 +278,17 @@ class DetectionHead:
         starts = torch.cumsum(counts, 0) - counts
         rank = torch.arange(len(found.frames), device=counts.device) - starts[found.frames]
         found = found.take((rank < self._config.max_detections).nonzero().squeeze(1))
-        tensors = {"boxes": found.boxes, "scores": found.scores, "classes": found.classes.long(),
-                   "counts": counts.clamp(max=self._config.max_detections)}
-        if found.keypoints is not None:
-            tensors["keypoints"] = found.keypoints
-        if found.masks is not None:
-            tensors["masks"] = found.masks > self._config.mask_threshold
-        return pack(tensors)
+        return found, counts.clamp(max=self._config.max_detections)
 
 
 def _flat(boxes: torch.Tensor, scores: torch.Tensor, classes: torch.Tensor, keypoints: torch.Tensor | None,
-          nms: bool, valid: torch.Tensor | None = None) -> Candidates:
+          nms: bool, valid: torch.Tensor | None = None, coefficients: torch.Tensor | None = None) -> Candidates:
     """`[n, K, ...]` per-frame candidates as flat ones (with `valid`: only those)."""
     n, k = scores.shape
     frames = torch.arange(n, device=scores.device)[:, None].expand(n, k)
     found = Candidates(boxes.reshape(-1, 4), scores.reshape(-1), classes.reshape(-1).long(), frames.reshape(-1),
-                       None if keypoints is None else keypoints.reshape(n * k, *keypoints.shape[2:]), nms=nms)
+                       None if keypoints is None else keypoints.reshape(n * k, *keypoints.shape[2:]), nms=nms,
+                       coefficients=None if coefficients is None else coefficients.reshape(n * k, -1))
     return found if valid is None else found.take(valid.reshape(-1).nonzero().squeeze(1))
 
 
@@ -274,12 +301,16 @@ def _keypoints(rows: torch.Tensor, dims: int) -> torch.Tensor:
     return points[..., :3]
 
 
-def _end2end(pred: torch.Tensor) -> Candidates:
-    """`[n, K, 6 + extra]`: x1, y1, x2, y2, score, class, then keypoints (x, y, score)."""
-    if pred.shape[-1] < 6 or (pred.shape[-1] - 6) % 3:
-        raise ValueError(f"rows of {pred.shape[-1]} values are not 6 (+ 3 per keypoint)")
-    keypoints = _keypoints(pred[..., 6:], 3) if pred.shape[-1] > 6 else None
-    return _flat(pred[..., :4], pred[..., 4], pred[..., 5], keypoints, nms=False)
+def _end2end(pred: torch.Tensor, coefficients: int) -> Candidates:
+    """`[n, K, 6 + extra]`: x1, y1, x2, y2, score, class, then keypoints (x, y, score) or (with
+    prototypes) mask coefficients."""
+    extra = pred.shape[-1] - 6
+    if extra < 0 or (coefficients and extra != coefficients) or (not coefficients and extra % 3):
+        raise ValueError(f"rows of {pred.shape[-1]} values are not 6 (+ 3 per keypoint or {coefficients} mask "
+                         "coefficients)")
+    keypoints = _keypoints(pred[..., 6:], 3) if extra and not coefficients else None
+    return _flat(pred[..., :4], pred[..., 4], pred[..., 5], keypoints, nms=False,
+                 coefficients=pred[..., 6:] if coefficients else None)
 
 
 def _efficient_nms(raw: Any, frames: int) -> Candidates:

@@ -248,3 +248,36 @@ def test_torchvision_style_detectors_get_each_frame_alone_with_masks_and_keypoin
             assert mask.shape == frame.shape[:2]  # the frame's own pixels, not the padded slot's
             x1, y1, x2, y2 = (int(v) for v in d["box"])
             assert mask.sum() == (x2 - x1) * (y2 - y1) and mask[y1:y2, x1:x2].all()
+
+
+@pytest.mark.parametrize("settings", [{}, {"resize": "letterbox", "input_size": [320, 320], "letterbox_pad": "center",
+                                           "pad_value": 114}])
+def test_yolo_segment_masks_come_back_in_the_frames_pixels(settings):
+    model = planted.script(planted.YoloSeg())
+    # On the prototypes' 4-pixel grid (8 in the 640x320 frame, letterboxed at 1/2).
+    frames = [planted.scene(320, 640, {0: (40, 24, 200, 104), 2: (400, 200, 640, 320)}),
+              planted.scene(96, 128, {1: (8, 16, 64, 96)})]
+    if settings:
+        frames = frames[:1]
+    got = answers(model, settings, frames)
+    for detections, frame in zip(got, frames):
+        assert detections and all("mask" in d for d in detections)
+        for d in detections:
+            rectangle = (frame == planted.COLOURS[d["class_id"]]).all(axis=2)
+            mask = rle.decode(d["mask"])
+            assert mask.shape == frame.shape[:2]
+            assert (mask == _native_mask(rectangle, d["box"], 8 if settings else 4)).all(), d["label"]
+            assert (mask & rectangle).sum() == mask.sum() >= 0.99 * rectangle.sum()  # bilinear rounds corners
+
+
+def _native_mask(rectangle, box, cell):
+    """Ultralytics' `process_mask_native` for the planted prototype, written out whole: the
+    rectangle's cells (4x4 input pixels: `cell` of the frame's) as +1/-1 logits, resized
+    bilinearly to the frame, kept in the box, > 0."""
+    h, w = rectangle.shape
+    cells = torch.nn.functional.avg_pool2d(torch.from_numpy(rectangle).float()[None, None], cell)
+    logits = torch.nn.functional.interpolate((cells == 1).float() * 2 - 1, size=(h, w), mode="bilinear",
+                                             align_corners=False)[0, 0]
+    rows, cols = torch.arange(h)[:, None], torch.arange(w)[None, :]
+    inside = (cols >= box[0]) & (cols < box[2]) & (rows >= box[1]) & (rows < box[3])
+    return ((logits > 0) & inside).numpy()

@@ -23,7 +23,7 @@ FLOORS = [
     ("core", ["handler.pipeline", "handler.waves", "handler.chunks"]),
     ("tasks", ["handler.outputs", "handler.tasks", "handler.tasks.heads", "handler.tasks.head", "handler.tasks.raw",
                "handler.tasks.detection", "handler.tasks.classification", "handler.tasks.segmentation",
-               "handler.tasks.nms", "handler.tasks.labels", "handler.tasks.rle"]),
+               "handler.tasks.nms", "handler.tasks.labels", "handler.tasks.rle", "handler.tasks.masks"]),
     ("geometry and device memory", ["handler.layout", "handler.collate", "handler.memory", "handler.fills"]),
     ("decoding", ["handler.frames", "handler.jpeg", "handler.video", "handler.colour", "handler.probe_segment",
                   "handler.formats", "handler.limits"]),
