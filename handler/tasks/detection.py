@@ -135,15 +135,19 @@ class DetectionHead:
         """
         if self.format is not DetectionFormat.AUTO:
             return self.call(model, x, placement, sizes)
+        refused: Exception | None = None
         try:
             raw = model(x) if sizes is None else model(x, sizes)
         except Exception as err:  # a scripted torchvision detector refuses a batched tensor
-            logger.info("the detector refused a batched tensor (%s); trying a list of frames",
-                        str(err).strip().splitlines()[-1][:200] if str(err).strip() else type(err).__name__)
-            raw = None
+            refused, raw = err, None
         if raw is None or _torchvision_detections(raw) is not None:
             self.format = DetectionFormat.TORCHVISION  # called again as it wants: each frame alone
-            raw = self.call(model, x, placement, sizes)
+            try:
+                raw = self.call(model, x, placement, sizes)
+            except Exception:
+                if refused is not None:  # neither a batch nor a list of frames: the first error says why
+                    raise refused from None
+                raise
         self.format = format_of(raw)
         logger.info("detector format: %s (format: auto; outputs %s)", self.format.value, describe(raw))
         return raw
