@@ -20,9 +20,9 @@ DRY_RUN_GRACE_SECONDS = 180.0
 
 
 def _sections():
-    from bench.gpu_probe import core, decode
+    from bench.gpu_probe import core, decode, tasks
 
-    return [*core.SECTIONS, *decode.SECTIONS]
+    return [*core.SECTIONS, *decode.SECTIONS, *tasks.SECTIONS]
 
 
 def parse(argv: list[str] | None, names: list[str]) -> argparse.Namespace:

@@ -24,7 +24,6 @@ from bench.gpu_probe.probe import Probe, Row, Section
 
 ROOT = Path(__file__).resolve().parents[2]
 MiB = 2**20
-_FILES = {"frame_quality": "frame_quality.pt", "fixed_batch_cnn": "fixed_batch_cnn.pt2"}
 
 
 def _config(**overrides: Any) -> Any:
@@ -38,11 +37,10 @@ def _demo(name: str, device: torch.device) -> tuple[Any, Any]:
     archive's handler settings."""
     from handler.config import HandlerConfig
     from handler.loading import load_model
-    from handler.models.build import build_all
+    from handler.models.build import build
 
     with tempfile.TemporaryDirectory() as tmp:
-        build_all(Path(tmp))
-        model = load_model(Path(tmp) / _FILES[name], device)
+        model = load_model(build(name, Path(tmp)), device).model
     raw = yaml.safe_load((ROOT / "handler" / "models" / f"{name}.yaml").read_text())["handler"]
     return model, HandlerConfig.from_mapping(raw)
 

@@ -10,13 +10,37 @@ import torch
 from handler.models import face_detector, fixed_batch_cnn, frame_quality
 
 
-def build_all(out: pathlib.Path) -> None:
-    """Writes `frame_quality.pt` and `face_detector.pt` (TorchScript) and `fixed_batch_cnn.pt2`
-    (torch.export) to `out`."""
+def _save_frame_quality(path: pathlib.Path) -> None:
+    frame_quality.build().save(str(path))
+
+
+def _save_fixed_batch_cnn(path: pathlib.Path) -> None:
+    torch.export.save(fixed_batch_cnn.build(), str(path))
+
+
+def _save_face_detector(path: pathlib.Path) -> None:
+    face_detector.build().save(str(path))
+
+
+#: Each demo model's file and what writes it.
+FILES = {"frame_quality": ("frame_quality.pt", _save_frame_quality),
+         "fixed_batch_cnn": ("fixed_batch_cnn.pt2", _save_fixed_batch_cnn),
+         "face_detector": ("face_detector.pt", _save_face_detector)}
+
+
+def build(name: str, out: pathlib.Path) -> pathlib.Path:
+    """Writes demo model `name`'s file (`FILES`) into `out` and returns its path."""
     out.mkdir(parents=True, exist_ok=True)
-    frame_quality.build().save(str(out / "frame_quality.pt"))
-    torch.export.save(fixed_batch_cnn.build(), str(out / "fixed_batch_cnn.pt2"))
-    face_detector.build().save(str(out / "face_detector.pt"))
+    file, save = FILES[name]
+    save(out / file)
+    return out / file
+
+
+def build_all(out: pathlib.Path) -> None:
+    """Writes every demo model's file to `out`: `frame_quality.pt` and `face_detector.pt`
+    (TorchScript), `fixed_batch_cnn.pt2` (torch.export)."""
+    for name in FILES:
+        build(name, out)
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from bench.gpu_probe import core, decode
+from bench.gpu_probe import core, decode, tasks
 from bench.gpu_probe.__main__ import main
 from bench.gpu_probe.probe import Deadline, Probe, Row, Section, exit_status, run_sections, table, throughput
 from tests.support import ROOT
@@ -26,7 +26,7 @@ def test_the_dry_run_reaches_every_section_and_gpu_rows_do_not_apply(tmp_path):
     assert "| check | measured | target | verdict |" in done.stdout
     report = json.loads(out.read_text())
     assert report["complete"] and report["ok"] and report["dry_run"]
-    names = [s.name for s in (*core.SECTIONS, *decode.SECTIONS)]
+    names = [s.name for s in (*core.SECTIONS, *decode.SECTIONS, *tasks.SECTIONS)]
     assert [s["name"] for s in report["sections"]] == names
     for section in report["sections"]:
         assert section["rows"], f"section {section['name']} reported no row"
@@ -40,6 +40,7 @@ def test_the_dry_run_reaches_every_section_and_gpu_rows_do_not_apply(tmp_path):
     nvdec = [r["check"] for s in report["sections"] if s["name"] == "nvdec" for r in s["rows"]]
     assert sum("NVDEC" in check for check in nvdec) == 3 and any("nvJPEG" in check for check in rows)
     assert any("jpeg_decoder: cpu" in check and r["value"] is None for check, r in rows.items())
+    assert rows["detection on cpu: planted boxes exact through a centred letterbox"]["ok"] is True
 
 
 def _fine(probe: Probe) -> list[Row]:
