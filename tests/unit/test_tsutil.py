@@ -22,7 +22,7 @@ def test_the_shipped_models_and_load_models_agree():
     values = properties.read(SHIPPED)
     assert sorted(properties.load_models(values)) == sorted(properties.models(values))
     assert properties.load_models(values) == ["frame_quality", "frame_quality_realtime", "frame_quality_stream",
-                                              "fixed_batch_cnn"]
+                                              "fixed_batch_cnn", "face_detector"]
 
 
 def test_an_overlay_wins_and_port_overrides_move_every_port():
