@@ -87,8 +87,8 @@ def test_serve_sh_prints_a_curl_that_answers_200_and_stop_stops_it(checkout, tmp
                                  timeout=120)
         assert stopped.returncode == 0, stopped.stderr
         assert wait_until(lambda: _refused(inference), 60), f"{inference} still answers after serve.sh stop"
-    finally:
-        subprocess.run(["torchserve", "--stop"], cwd=checkout, env=env, capture_output=True, timeout=60)
+    finally:  # a failed assertion above still stops both (serve.sh stop ends video-keys too)
+        subprocess.run(["./serve.sh", "stop"], cwd=checkout, env=env, capture_output=True, timeout=120)
 
 
 def _refused(url: str) -> bool:
