@@ -116,6 +116,7 @@ class DetectionHead:
         self._thresholds = [(i, t) for key, t in config.class_thresholds or ()
                             for i in labels.ids([key], "class_thresholds")]
         self._allowed = None if config.classes is None else labels.ids(list(config.classes), "classes")
+        self._lowest_threshold = min([config.score_threshold, *(t for _, t in self._thresholds)])
 
     def call(self, model: Callable[..., Any], x: torch.Tensor, placement: Placement,
              sizes: torch.Tensor | None) -> Any:
@@ -223,25 +224,26 @@ class DetectionHead:
 
     def _yolo(self, pred: torch.Tensor, coefficients: int) -> Candidates:
         """`[n, 4 + nc + extra, A]`: centre x, y, w, h, class scores, then keypoints or (with
-        prototypes) mask coefficients."""
-        n, channels, anchors = pred.shape
+        prototypes) mask coefficients. Only anchors above the lowest threshold are read further,
+        at most `pre_nms_topk` a frame (the best)."""
+        n, channels, _ = pred.shape
         classes = self._num_classes or channels - 4 - coefficients
         extra = channels - 4 - classes
         if classes < 1 or extra < 0 or (extra and not coefficients and extra % self._keypoint_dims) \
                 or (coefficients and extra != coefficients):
             raise ValueError(f"{channels} rows are not 4 + {classes} classes (+ keypoints or {coefficients} "
                              "mask coefficients); set handler.num_classes")
-        rows = pred.transpose(1, 2)  # [n, A, C]
-        best, label = rows[..., 4:4 + classes].max(dim=-1)
-        k = min(self._config.pre_nms_topk, anchors)
-        best, index = best.topk(k, dim=1)
-        rows = rows.gather(1, index[..., None].expand(-1, -1, channels))
-        label = label.gather(1, index)
-        xy, wh = rows[..., :2], rows[..., 2:4] / 2
-        boxes = torch.cat((xy - wh, xy + wh), dim=-1)
-        tail = rows[..., 4 + classes:]
-        keypoints = _keypoints(tail, self._keypoint_dims) if extra and not coefficients else None
-        return _flat(boxes, best, label, keypoints, nms=True, coefficients=tail if coefficients else None)
+        best, label = pred[:, 4:4 + classes].max(dim=1)  # [n, A]
+        frames, anchors = (best > self._lowest_threshold).nonzero(as_tuple=True)
+        scores = best[frames, anchors]
+        top, _ = _best_per_frame(scores, frames, n, self._config.pre_nms_topk)
+        frames, anchors, scores = frames[top], anchors[top], scores[top]
+        rows = pred.transpose(1, 2)[frames, anchors]  # [M, C]
+        xy, wh = rows[:, :2], rows[:, 2:4] / 2
+        tail = rows[:, 4 + classes:]
+        keypoints = _keypoints(tail[:, None], self._keypoint_dims)[:, 0] if extra and not coefficients else None
+        return Candidates(torch.cat((xy - wh, xy + wh), dim=1), scores, label[frames, anchors], frames, keypoints,
+                          nms=True, coefficients=tail if coefficients else None)
 
     def _confident(self, found: Candidates) -> torch.Tensor:
         """Indexes of the candidates above their class's threshold and in the allow-list."""
@@ -275,14 +277,19 @@ class DetectionHead:
     def _capped(self, found: Candidates, frames: int) -> tuple[Candidates, torch.Tensor]:
         """Each frame's `max_detections` best, grouped by frame and sorted by score, and how many
         each frame has."""
-        by_score = torch.argsort(found.scores, descending=True, stable=True)
-        order = by_score[torch.argsort(found.frames[by_score], stable=True)]
-        found = found.take(order)
-        counts = torch.bincount(found.frames, minlength=frames)
-        starts = torch.cumsum(counts, 0) - counts
-        rank = torch.arange(len(found.frames), device=counts.device) - starts[found.frames]
-        found = found.take((rank < self._config.max_detections).nonzero().squeeze(1))
-        return found, counts.clamp(max=self._config.max_detections)
+        kept, counts = _best_per_frame(found.scores, found.frames, frames, self._config.max_detections)
+        return found.take(kept), counts
+
+
+def _best_per_frame(scores: torch.Tensor, frames: torch.Tensor, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Indexes of each frame's `k` best scores, grouped by frame and best first, and how many
+    each of the `n` frames keeps; no host sync but the one that sizes the result."""
+    by_score = torch.argsort(scores, descending=True, stable=True)
+    order = by_score[torch.argsort(frames[by_score], stable=True)]
+    counts = torch.bincount(frames, minlength=n)
+    starts = torch.cumsum(counts, 0) - counts
+    rank = torch.arange(len(order), device=scores.device) - starts[frames[order]]
+    return order[(rank < k).nonzero().squeeze(1)], counts.clamp(max=k)
 
 
 def _flat(boxes: torch.Tensor, scores: torch.Tensor, classes: torch.Tensor, keypoints: torch.Tensor | None,
@@ -299,7 +306,7 @@ def _flat(boxes: torch.Tensor, scores: torch.Tensor, classes: torch.Tensor, keyp
 def _keypoints(rows: torch.Tensor, dims: int) -> torch.Tensor:
     """`[n, K, P * dims]` -> `[n, K, P, 3]` x, y, score (1.0 when the model gives none)."""
     n, k, _ = rows.shape
-    points = rows.reshape(n, k, -1, dims)
+    points = rows.reshape(n, k, rows.shape[-1] // dims, dims)
     if dims == 2:
         points = torch.cat((points, torch.ones_like(points[..., :1])), dim=-1)
     return points[..., :3]

@@ -281,3 +281,43 @@ def _native_mask(rectangle, box, cell):
     rows, cols = torch.arange(h)[:, None], torch.arange(w)[None, :]
     inside = (cols >= box[0]) & (cols < box[2]) & (rows >= box[1]) & (rows < box[3])
     return ((logits > 0) & inside).numpy()
+
+
+def _reference_nms(boxes, scores, groups, iou):
+    """Greedy NMS group by group, box by box, in float64."""
+    kept = []
+    for group in sorted(set(groups)):
+        members = sorted((i for i, g in enumerate(groups) if g == group), key=lambda i: -scores[i])
+        chosen = []
+        for i in members:
+            if all(_iou(boxes[i], boxes[j]) <= iou for j in chosen):
+                chosen.append(i)
+        kept += chosen
+    return sorted(kept)
+
+
+def _iou(a, b):
+    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = w * h
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 600), st.integers(0, 600), st.integers(2, 80), st.integers(2, 80),
+                          st.integers(0, 15), st.integers(0, 79)), min_size=1, max_size=60), st.randoms())
+def test_chunk_nms_keeps_what_nms_frame_by_frame_and_class_by_class_keeps(rows, rng):
+    """Whichever NMS is installed (torchvision's in .venv-vision, the pure-torch one in .venv), and
+    group ids as large as a chunk's frame * 2**20 + class."""
+    from handler.tasks.nms import batched_nms
+
+    boxes = [[x, y, x + w, y + h] for x, y, w, h, _, _ in rows]
+    # Near-duplicates of some boxes, so that suppression happens in most examples.
+    boxes += [[v + 1 for v in box] for box in boxes[: len(boxes) // 2]]
+    groups = [frame * 2**20 + c for *_, frame, c in rows] + [frame * 2**20 + c for *_, frame, c in rows[: len(rows) // 2]]
+    scores = [v / 2**20 for v in rng.sample(range(1, 2**20), len(boxes))]  # distinct, exact in float32
+    kept = batched_nms(torch.tensor(boxes, dtype=torch.float32), torch.tensor(scores, dtype=torch.float32),
+                       torch.tensor(groups), 0.7)
+    assert sorted(kept.tolist()) == _reference_nms(boxes, scores, groups, 0.7)
+    assert [scores[i] for i in kept.tolist()] == sorted((scores[i] for i in kept.tolist()), reverse=True)
