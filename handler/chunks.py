@@ -209,16 +209,16 @@ class ChunkRunner:
         raw = (call or self._head.call)(self._model, x, placement, sizes)
         return self._head.gather(raw, placement, len(batch), self._staging.upload_small)
 
-    def probe(self, size: Size) -> list[FrameResult]:
-        """Runs one dummy frame of `size` (pad value) through the model and the task, as at
+    def probe(self, size: Size, frames: int = 1) -> list[FrameResult]:
+        """Runs dummy frames of `size` (pad value) through the model and the task, as at
         `initialize`: a task or format that does not fit the model's outputs fails here.
 
         Raises:
             ConfigError: the outputs do not fit the task or format (naming both).
         """
-        placement = self._layout.place(self._layout.slot(*size), [size])
+        placement = self._layout.place(self._layout.slot(*size), [size] * frames)
         frame = np.full((*self._layout.fitted(*size), 3), self._config.pad_value, dtype=np.uint8)
-        batch = collate([frame], placement, pad_value=self._config.pad_value)
+        batch = collate([frame] * frames, placement, pad_value=self._config.pad_value)
         with torch.inference_mode():
             pixels = batch.tensor.to(self._device)
             outputs = self._on_device(pixels, batch, settle=True).copy_to_host().wait()

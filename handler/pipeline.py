@@ -20,7 +20,7 @@ from handler.chunks import ChunkRunner, Result
 from handler.clip import Clip, Frame, FrameResult, Outcome, Request, Size
 from handler.config import HandlerConfig
 from handler.device import OomCount, bind
-from handler.errors import FrameError
+from handler.errors import ConfigError, FrameError
 from handler.layout import layout_for
 from handler.memory import ChunkPlanner, peak_memory, reset_peak_memory
 from handler.metrics import BatchStats
@@ -102,6 +102,7 @@ class Pipeline:
         self._clock = clock
         self._device = device
         self._config_task = config.task.value
+        self._max_chunk, self._static_batch = config.max_chunk, config.static_batch
         bind(device)
         config = config.resolved(cuda=device.type == "cuda")
         layout = layout_for(config)
@@ -114,16 +115,27 @@ class Pipeline:
         _limit_intra_op_threads(config.threads)
 
     def check(self) -> str:
-        """Runs one dummy frame through the model and the task (at `initialize`), so that a task or
-        format that does not fit the model fails at load rather than on the first request.
+        """Runs a dummy frame through the model and the task (at `initialize`), then two (unless
+        one is all a forward may take), so that a task or format that does not fit the model, or
+        a model traced at a batch of one, fails at load rather than on the first requests.
 
         Returns:
             What was found, for the log: the task, and the detector format where `auto` chose it.
 
         Raises:
-            ConfigError: the model's outputs do not fit the task or format, naming both.
+            ConfigError: the model's outputs do not fit the task or format, naming both; or the
+                model answers one frame and fails on two, saying what to set.
         """
         self._chunks.probe(self._probe_size)
+        if self._max_chunk > 1 and self._static_batch is None:
+            try:
+                self._chunks.probe(self._probe_size, frames=2)
+            except Exception as err:
+                reason = str(err).strip().splitlines()[-1][:200] if str(err).strip() else type(err).__name__
+                raise ConfigError(
+                    f"the model answers one frame but fails on a chunk of two ({reason}): it was traced or "
+                    "exported with a fixed batch of 1 (an Ultralytics export is, unless exported with batch=N); "
+                    "set handler.model_max_batch: 1, or static_batch: N for an engine of exactly N frames") from err
         found = getattr(self._head, "format", None)
         return self._config_task + (f" (format {found.value})" if found is not None else "")
 

@@ -321,3 +321,19 @@ def test_chunk_nms_keeps_what_nms_frame_by_frame_and_class_by_class_keeps(rows, 
                        torch.tensor(groups), 0.7)
     assert sorted(kept.tolist()) == _reference_nms(boxes, scores, groups, 0.7)
     assert [scores[i] for i in kept.tolist()] == sorted((scores[i] for i in kept.tolist()), reverse=True)
+
+
+def test_a_model_traced_at_a_batch_of_one_fails_at_load_saying_what_to_set():
+    class Flat(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.mean(dim=(2, 3)).view(1, 3)  # a batch of one baked in, as a trace bakes it
+
+    traced = torch.jit.trace(Flat(), torch.zeros(1, 3, 64, 64))
+    settings = {"task": "classification", **SCALE}
+    with pytest.raises(ConfigError, match=r"answers one frame but fails on a chunk of two .* set handler.model_max_batch: 1"):
+        Answering(traced, HandlerConfig.from_mapping(settings)).check()
+    pipeline = Answering(traced, HandlerConfig.from_mapping({**settings, "model_max_batch": 1}))
+    assert pipeline.check() == "classification"
+    frames = [planted.scene(64, 64, {0: (0, 0, 64, 32)}), planted.scene(64, 64, {})]
+    responses, _ = pipeline.run([support.request(support.npy(f), "application/x-npy") for f in frames])
+    assert [r.status for r in responses] == [200, 200]
