@@ -219,14 +219,10 @@ def yolo_net(seed: int = 0) -> YoloNet:
     a trained net's scale: no runaway or subnormal values that would time differently)."""
     torch.manual_seed(seed)
     net = YoloNet()
+    from tests.support import calibrated
+
     batch = torch.stack([torch.from_numpy(f.copy()).permute(2, 0, 1).float() / 255 for f in frames(4, INPUT, INPUT)])
-    for module in net.modules():
-        if isinstance(module, nn.BatchNorm2d):
-            module.momentum = None  # a plain average over the passes
-    net.train()
-    with torch.no_grad():
-        net(batch)
-    return net.eval()
+    return calibrated(net, net, batch)
 
 
 def yolo(k: int, net: YoloNet | None = None) -> torch.jit.ScriptModule:

@@ -103,3 +103,17 @@ def read(item: dict[str, object], headers: dict[str, object], model: str = "m",
          config: HandlerConfig | None = None) -> Request:
     """An item and its header map as TorchServe hands them, through the door they pick."""
     return route.read(item, headers, model, config or HandlerConfig())[1]
+
+
+def calibrated(model: Any, features: Any, batch: Any) -> Any:
+    """`model` with `features`' batch-norm statistics taken from `batch` (a plain average), in eval
+    mode: seeded random weights then answer with spread scores, as a trained model's would."""
+    import torch
+
+    for module in features.modules():
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.momentum = None
+    features.train()
+    with torch.no_grad():
+        features(batch)
+    return model.eval()

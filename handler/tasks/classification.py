@@ -12,7 +12,7 @@ from handler.config import Activation, HandlerConfig
 from handler.errors import ConfigError
 from handler.layout import Layout, Placement
 from handler.outputs import Gathered, pack
-from handler.tasks.head import Upload, describe, first_tensor
+from handler.tasks.head import Upload, describe, first_tensor, forward
 from handler.tasks.labels import Labels
 
 
@@ -26,7 +26,7 @@ class ClassificationHead:
 
     def call(self, model: Callable[..., Any], x: torch.Tensor, placement: Placement,
              sizes: torch.Tensor | None) -> Any:
-        return model(x) if sizes is None else model(x, sizes)
+        return forward(model, x, sizes)
 
     def gather(self, raw: Any, placement: Placement, frames: int, upload: Upload) -> Gathered:
         logits = first_tensor(raw)

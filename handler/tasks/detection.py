@@ -26,7 +26,7 @@ from handler.errors import ConfigError
 from handler.layout import Layout, Placement
 from handler.outputs import Gathered, pack
 from handler.tasks import rle
-from handler.tasks.head import Upload, describe, first_tensor
+from handler.tasks.head import Upload, describe, first_tensor, forward
 from handler.tasks.labels import Labels
 from handler.tasks.masks import full_mask, prototypes, window_bits
 from handler.tasks.nms import batched_nms
@@ -124,7 +124,7 @@ class DetectionHead:
             return self.settle(model, x, placement, sizes)
         if self.format is DetectionFormat.TORCHVISION:
             return _torchvision_call(model, x, placement)
-        return model(x) if sizes is None else model(x, sizes)
+        return forward(model, x, sizes)
 
     def settle(self, model: Callable[..., Any], x: torch.Tensor, placement: Placement,
                sizes: torch.Tensor | None) -> Any:
@@ -138,7 +138,7 @@ class DetectionHead:
             return self.call(model, x, placement, sizes)
         refused: Exception | None = None
         try:
-            raw = model(x) if sizes is None else model(x, sizes)
+            raw = forward(model, x, sizes)
         except Exception as err:  # a scripted torchvision detector refuses a batched tensor
             refused, raw = err, None
         if raw is None or _torchvision_detections(raw) is not None:

@@ -41,6 +41,11 @@ class Head(Protocol):
 
 
 
+def forward(model: Callable[..., Any], x: torch.Tensor, sizes: torch.Tensor | None) -> Any:
+    """The model on a batched chunk: `model(x)`, or `model(x, sizes)` with `pass_sizes`."""
+    return model(x) if sizes is None else model(x, sizes)
+
+
 def first_tensor(raw: Any) -> torch.Tensor:
     """The model's first output tensor (of a tensor, a tuple or a dict)."""
     if isinstance(raw, torch.Tensor):

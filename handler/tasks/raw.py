@@ -10,7 +10,7 @@ import torch
 from handler.clip import FrameResult
 from handler.layout import Layout, Placement
 from handler.outputs import Gathered, gather, per_frame
-from handler.tasks.head import Upload
+from handler.tasks.head import Upload, forward
 
 
 class RawHead:
@@ -22,7 +22,7 @@ class RawHead:
 
     def call(self, model: Callable[..., Any], x: torch.Tensor, placement: Placement,
              sizes: torch.Tensor | None) -> Any:
-        return model(x) if sizes is None else model(x, sizes)
+        return forward(model, x, sizes)
 
     def gather(self, raw: Any, placement: Placement, frames: int, upload: Upload) -> Gathered:
         return gather(raw, self._names, placement, frames)

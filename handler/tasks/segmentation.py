@@ -16,7 +16,7 @@ from handler.errors import ConfigError
 from handler.layout import Layout, Placement
 from handler.outputs import Gathered, pack
 from handler.tasks import rle
-from handler.tasks.head import Upload, describe, first_tensor
+from handler.tasks.head import Upload, describe, first_tensor, forward
 from handler.tasks.labels import Labels
 
 
@@ -31,7 +31,7 @@ class SegmentationHead:
 
     def call(self, model: Callable[..., Any], x: torch.Tensor, placement: Placement,
              sizes: torch.Tensor | None) -> Any:
-        return model(x) if sizes is None else model(x, sizes)
+        return forward(model, x, sizes)
 
     def gather(self, raw: Any, placement: Placement, frames: int, upload: Upload) -> Gathered:
         scores = raw["out"] if isinstance(raw, Mapping) and "out" in raw else first_tensor(raw)

@@ -42,24 +42,13 @@ def photos() -> list[torch.Tensor]:
             for seed, (h, w) in enumerate([(300, 451), (512, 512), (400, 600)])]
 
 
-def _calibrated(model: nn.Module, features: nn.Module, batch: torch.Tensor) -> nn.Module:
-    """The model with `features`' batch-norm statistics taken from `batch`, in eval mode."""
-    for module in features.modules():
-        if isinstance(module, nn.BatchNorm2d):
-            module.momentum = None  # a plain average over the passes
-    features.train()
-    with torch.no_grad():
-        features(batch)
-    return model.eval()
-
-
 @cache
 def ssdlite() -> nn.Module:
     torch.manual_seed(0)
     model = torchvision.models.detection.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None,
                                                                        num_classes=CLASSES)
     images, _ = model.eval().transform(photos())
-    return _calibrated(model, model.backbone, images.tensors)
+    return support.calibrated(model, model.backbone, images.tensors)
 
 
 @cache
@@ -68,7 +57,7 @@ def faster_rcnn() -> nn.Module:
     model = torchvision.models.detection.fasterrcnn_mobilenet_v3_large_320_fpn(
         weights=None, weights_backbone=None, num_classes=CLASSES, box_score_thresh=0.05)
     images, _ = model.eval().transform(photos())
-    return _calibrated(model, model.backbone, images.tensors)
+    return support.calibrated(model, model.backbone, images.tensors)
 
 
 @cache
@@ -76,7 +65,7 @@ def resnet18() -> nn.Module:
     torch.manual_seed(2)
     model = torchvision.models.resnet18(weights=None, num_classes=10)
     batch = torch.stack([torch.nn.functional.interpolate(p[None], size=(224, 224))[0] for p in photos()])
-    return _calibrated(model, model, (batch - 0.45) / 0.225)
+    return support.calibrated(model, model, (batch - 0.45) / 0.225)
 
 
 @cache
@@ -85,7 +74,7 @@ def lraspp() -> nn.Module:
     model = torchvision.models.segmentation.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None,
                                                                       num_classes=CLASSES)
     batch = torch.stack([torch.nn.functional.interpolate(p[None], size=(256, 256))[0] for p in photos()])
-    return _calibrated(model, model.backbone, (batch - 0.45) / 0.225)
+    return support.calibrated(model, model.backbone, (batch - 0.45) / 0.225)
 
 
 def script(model: nn.Module) -> torch.jit.ScriptModule:
