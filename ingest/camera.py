@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from ingest.analytics import Analytics
 from ingest.client import Answer, Client
 from ingest.config import Camera, Mode, Policy
 from ingest.queue import Closed, SendQueue, Sequencer
@@ -36,7 +37,8 @@ class CameraWorker:
     def __init__(self, camera: Camera, shared: Shared) -> None:
         self.camera = camera
         self._shared = shared
-        self._sequencer = Sequencer(shared.lines.write)
+        self._analytics = Analytics(camera.name, camera.scene, shared.metrics, shared.snapshots)
+        self._sequencer: Sequencer[tuple[Unit | None, list[dict[str, Any]]]] = Sequencer(self._release)
         self._queue = SendQueue(camera.max_in_flight, camera.effective_policy, self._dropped_unit)
         self._reader = Reader(camera, shared, self._sequencer.issue, self._emit, self._dropped_early)
         self._abandon = threading.Event()
@@ -56,6 +58,15 @@ class CameraWorker:
         for thread in self._threads:
             thread.start()
         return self
+
+    def reconfigure(self, camera: Camera) -> None:
+        """The same camera with a new scene (zones, lines, tracking): applied to the next answers."""
+        self._analytics.reconfigure(camera.scene)
+        self.camera = camera
+
+    def _release(self, item: tuple[Unit | None, list[dict[str, Any]]]) -> None:
+        unit, lines = item
+        self._shared.lines.write(self._analytics.release(unit, lines, self._shared.now()))
 
     @property
     def finished(self) -> bool:
@@ -83,8 +94,8 @@ class CameraWorker:
         self.counts["abandoned"] += len(left)
         for unit in left.values():
             self._shared.metrics.dropped(self.camera.name, "shutdown")
-            self._sequencer.done(unit.seq, [self._line("dropped", segment=unit.seq, reason="shutdown",
-                                                       in_flight=True)])
+            self._sequencer.done(unit.seq, (None, [self._line("dropped", segment=unit.seq, reason="shutdown",
+                                                               in_flight=True)]))
         counts = {k: self.counts[k] for k in ("sent", "answered", "abandoned", "in_flight_at_stop", "queued_at_stop")}
         self._shared.lines.event(self.camera.name, "stopped", **counts, dropped=dict(sorted(self.drops.items())))
         self._shared.metrics.remove(self.camera.name)
@@ -104,7 +115,7 @@ class CameraWorker:
 
     def _drop(self, unit: Unit, reason: str) -> None:
         self._dropped_early(reason)
-        self._sequencer.done(unit.seq, [self._line("dropped", segment=unit.seq, reason=reason)])
+        self._sequencer.done(unit.seq, (None, [self._line("dropped", segment=unit.seq, reason=reason)]))
 
     def _dropped_unit(self, unit: Unit) -> None:
         self._drop(unit, "behind")
@@ -129,7 +140,7 @@ class CameraWorker:
                 with self._lock:
                     mine = self._in_flight.pop(unit.seq, None) is not None
                 if mine and lines is not None:  # else given up at the drain deadline: already written
-                    self._sequencer.done(unit.seq, lines)
+                    self._sequencer.done(unit.seq, (unit, lines))
         finally:
             client.close()
 

@@ -46,6 +46,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sample-fps", type=float, help="for --camera cameras (frames mode: default 5)")
     p.add_argument("--transport", choices=[t.value for t in Transport], default="tcp", help="RTSP, --camera")
     p.add_argument("--loop", action="store_true", help="file --camera sources start again at their end")
+    p.add_argument("--track", action="store_true", help="track the --camera cameras' detections (ByteTrack)")
+    p.add_argument("--snapshot", type=Path, metavar="DIR",
+                   help="every snapshot_seconds, DIR/CAMERA.jpg: the last answered frame, tracks, zones, lines drawn")
     p.add_argument("--url", default="http://127.0.0.1:8080", help="TorchServe's inference address")
     p.add_argument("--model", default="frame_quality")
     p.add_argument("--token-file", type=Path, default=Path("key_file.json"),
@@ -66,7 +69,8 @@ def cameras(args: argparse.Namespace) -> list[Camera]:
         ConfigError: naming the camera and the fix.
     """
     listed = config.load(args.config) if args.config else []
-    settings = {"mode": args.mode, "transport": args.transport, "loop": args.loop, "sample_fps": args.sample_fps}
+    settings = {"mode": args.mode, "transport": args.transport, "loop": args.loop, "sample_fps": args.sample_fps,
+                "track": args.track}
     given = [config.from_argument(text, **settings) for text in args.camera]
     return config.unique([*listed, *given], "--config and --camera")
 
@@ -112,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     metrics = Metrics()
     if args.metrics_port is not None:
         metrics.serve(args.metrics_port, args.metrics_address)
-    shared = Shared(args.url, args.model, Keys(args.token_file), lines, metrics, redact, now)
+    shared = Shared(args.url, args.model, Keys(args.token_file), lines, metrics, redact, now, args.snapshot)
     fleet = Fleet(lambda camera: CameraWorker(camera, shared).start(), args.shard)
     fleet.apply(listed)
     try:

@@ -25,7 +25,9 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from ingest import scene
 from ingest.redact import url_secrets
+from ingest.scene import Scene, SceneError
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -82,6 +84,8 @@ class Camera:
         transport: tcp or udp (RTSP only).
         loop: a file starts again at its end (demos).
         env_values: the values `${VAR}`s of the URL took (secrets).
+        scene: tracking, zones and lines (`ingest.scene`); not part of the camera's identity: a
+            change applies to the running camera, which keeps its connection and its tracks.
     """
 
     name: str
@@ -96,6 +100,7 @@ class Camera:
     transport: Transport = Transport.TCP
     loop: bool = False
     env_values: tuple[str, ...] = field(default=(), repr=False)
+    scene: Scene = field(default=Scene(), compare=False)
 
     @property
     def is_file(self) -> bool:
@@ -116,7 +121,7 @@ class Camera:
         return [s for s in [*url_secrets(self.url), *self.env_values] if s]
 
 
-SETTINGS = {f.name: f for f in fields(Camera) if f.name not in ("name", "url", "display_url", "env_values")}
+SETTINGS = {f.name: f for f in fields(Camera) if f.name not in ("name", "url", "display_url", "env_values", "scene")}
 
 
 def load(path: Path, environ: Mapping[str, str] | None = None) -> list[Camera]:
@@ -194,10 +199,10 @@ def _camera(entry: Any, defaults: Mapping[str, Any], where: str, environ: Mappin
                           "starting with a letter or digit")
     where = f"camera {name!r}"
     merged = {**defaults, **entry}
-    unknown = set(merged) - {"name", "url", *SETTINGS}
+    unknown = set(merged) - {"name", "url", *SETTINGS, *scene.KEYS}
     if unknown:
         raise ConfigError(f"{where}: unknown setting(s) {', '.join(sorted(map(str, unknown)))}: "
-                          f"use {', '.join(['url', *SETTINGS])}")
+                          f"use {', '.join(['url', *SETTINGS, *scene.KEYS])}")
     raw_url = merged.get("url")
     if not isinstance(raw_url, str) or not raw_url.strip():
         raise ConfigError(f"{where}: url is missing: give the camera's rtsp://, http:// or file URL")
@@ -205,7 +210,11 @@ def _camera(entry: Any, defaults: Mapping[str, Any], where: str, environ: Mappin
     url = expand(raw_url.strip(), where, environ)
     values = {key: _value(key, merged[key], where) for key in SETTINGS if key in merged}
     used = tuple(environ[v] for v in _ENV.findall(raw_url))
-    camera = Camera(name=name, url=url, display_url=display(raw_url.strip()), env_values=used, **values)
+    try:
+        looks = scene.parse(merged)
+    except SceneError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    camera = Camera(name=name, url=url, display_url=display(raw_url.strip()), env_values=used, scene=looks, **values)
     return _checked(camera, where)
 
 

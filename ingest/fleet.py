@@ -31,7 +31,8 @@ class Fleet:
         self.workers: dict[str, CameraWorker] = {}
 
     def apply(self, cameras: Sequence[Camera]) -> None:
-        """Starts added cameras, stops removed ones, restarts changed ones; the others go on."""
+        """Starts added cameras, stops removed ones, restarts changed ones; the others go on (a
+        camera whose tracking, zones or lines alone changed takes them without a restart)."""
         wanted = {c.name: c for c in cameras if self._shard.includes(c.name)}
         leaving = [w for name, w in self.workers.items() if name not in wanted or wanted[name] != w.camera]
         self.stop(leaving, time.monotonic() + DRAIN_S)
@@ -40,6 +41,8 @@ class Fleet:
         for name, camera in wanted.items():
             if name not in self.workers:
                 self.workers[name] = self._start(camera)
+            elif camera.scene != self.workers[name].camera.scene:
+                self.workers[name].reconfigure(camera)
         if not wanted:
             logger.warning("no camera of the list is in shard %d/%d", self._shard.index, self._shard.count)
 

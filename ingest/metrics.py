@@ -24,6 +24,12 @@ class Metrics:
                                 ["camera", "reason"], registry=r)
         self._lag = Gauge("video_ingest_lag_seconds", "capture to answer of the camera's latest answer",
                           ["camera"], registry=r)
+        self._zone_objects = Gauge("video_ingest_zone_objects", "tracked objects in the zone now",
+                                   ["camera", "zone", "label"], registry=r)
+        self._crossings = Counter("video_ingest_line_crossings", "tracks that crossed the line",
+                                  ["camera", "line", "direction", "label"], registry=r)
+        self._tracks = Gauge("video_ingest_tracks_active", "tracked objects in the latest answered frame",
+                             ["camera"], registry=r)
         self._lock = threading.Lock()
         self._series: dict[str, set[tuple[Counter | Gauge, tuple[str, ...]]]] = {}
 
@@ -58,6 +64,25 @@ class Metrics:
 
     def lag(self, camera: str, seconds: float) -> None:
         self._child(self._lag, camera).set(seconds)
+
+    def zone_objects(self, camera: str, zone: str, label: str, objects: int) -> None:
+        self._child(self._zone_objects, camera, zone, label).set(objects)
+
+    def crossed(self, camera: str, line: str, direction: str, label: str) -> None:
+        self._child(self._crossings, camera, line, direction, label).inc()
+
+    def tracks_active(self, camera: str, tracks: int) -> None:
+        self._child(self._tracks, camera).set(tracks)
+
+    def remove_zone(self, camera: str, zone: str) -> None:
+        """A zone gone from the camera (a reload): its series go too."""
+        with self._lock:
+            series = self._series.get(camera, set())
+            gone = {s for s in series if s[0] is self._zone_objects and s[1][1] == zone}
+            series -= gone
+        for metric, labels in gone:
+            with contextlib.suppress(KeyError):
+                metric.remove(*labels)
 
     def remove(self, camera: str) -> None:
         """A camera is gone from the list: its series go too."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from ingest.config import Policy
 from ingest.units import Unit
@@ -85,19 +86,23 @@ class SendQueue:
             self._changed.notify_all()
 
 
-class Sequencer:
-    """Releases each unit's lines in sequence order, whatever order the answers come back in.
+T = TypeVar("T")
+
+
+class Sequencer(Generic[T]):
+    """Releases each unit's item (its lines) in sequence order, whatever order the answers come
+    back in; `write` is called under the sequencer's lock, so one at a time, in order.
 
     Every sequence number handed to `issue` must come back through `done` (answered, failed or
     dropped), else the lines after it wait forever: the camera makes sure of that.
     """
 
-    def __init__(self, write: Callable[[list[dict[str, object]]], None]) -> None:
+    def __init__(self, write: Callable[[T], None]) -> None:
         self._write = write
         self._lock = threading.Lock()
         self._next = 0
         self._issued = 0
-        self._ready: dict[int, list[dict[str, object]]] = {}
+        self._ready: dict[int, T] = {}
 
     def issue(self) -> int:
         """The next sequence number."""
@@ -106,10 +111,10 @@ class Sequencer:
             self._issued += 1
             return seq
 
-    def done(self, seq: int, lines: list[dict[str, object]]) -> None:
-        """`seq` is finished with these lines (possibly none); writes every line now in order."""
+    def done(self, seq: int, item: T) -> None:
+        """`seq` is finished with this item (lines, possibly none); writes every item now in order."""
         with self._lock:
-            self._ready[seq] = lines
+            self._ready[seq] = item
             while self._next in self._ready:
                 self._write(self._ready.pop(self._next))
                 self._next += 1

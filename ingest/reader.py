@@ -6,6 +6,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ingest.backoff import Backoff
@@ -59,6 +60,7 @@ class Reader:
         self._clock = CaptureClock(shared.now)
         self.stop = threading.Event()
         self._renew: str | None = None  # why the connection should be made again (set by the senders)
+        self._connections = 0  # connections made
 
     def renew(self, reason: str) -> None:
         """Asks for a new connection (the stream no longer decodes: a codec change, say)."""
@@ -106,6 +108,7 @@ class Reader:
         stream = container.streams.video[0]
         cutter = self._cutter(stream, container.format.name)
         self._clock.reconnected()
+        self._connections += 1
         self._renew = None
         self._shared.metrics.up(self.camera.name, True)
         context = stream.codec_context
@@ -125,10 +128,10 @@ class Reader:
                 if pacer is not None:
                     pacer.wait(pts_seconds(packet), self.stop)
                 for unit in cutter.push(packet):
-                    self._emit(unit)
+                    self._emit(replace(unit, session=self._connections))
         finally:
             for unit in cutter.flush():
-                self._emit(unit)
+                self._emit(replace(unit, session=self._connections))
         if self.stop.is_set():
             return None
         return END_OF_STREAM if packets else "the stream ended before its first packet"

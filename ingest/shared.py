@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ingest.client import Keys
 from ingest.clock import WallClock
@@ -23,6 +24,7 @@ class Shared:
         metrics: Prometheus metrics.
         redact: masks secrets in texts.
         now: the wall clock (monotonic since start).
+        snapshots: `--snapshot DIR` (a picture per camera), or None.
     """
 
     url: str
@@ -32,3 +34,4 @@ class Shared:
     metrics: Metrics
     redact: Redactor
     now: WallClock
+    snapshots: Path | None = None

@@ -18,6 +18,8 @@ class Unit:
         frames: frames in it (before any sampling by the server).
         sample_fps: `X-Sample-Fps`, or None.
         frame_times: (pts, capture time) of each frame, in presentation order (segments).
+        session: the camera's connection it came from (1 for the first): a tracker starts anew
+            with each connection.
     """
 
     seq: int
@@ -28,6 +30,7 @@ class Unit:
     frames: int
     sample_fps: float | None = None
     frame_times: tuple[tuple[float, float], ...] = ()
+    session: int = 0
 
     def capture_at(self, pts: float) -> float:
         """The capture time of the unit's frame nearest to stream time `pts`."""

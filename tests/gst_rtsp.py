@@ -11,7 +11,8 @@ stdin/stdout, one JSON object a line:
 - each command is answered `{"ok": CMD}`.
 
 Each mount is a shared live stream (`videotestsrc` -> x264, a key frame every second, parameter
-sets with every key frame, as IP cameras send). With `--auth` every mount needs basic
+sets with every key frame, as IP cameras send), or `NAME=file:PATH`: an H.264 MPEG-TS file played
+once at its own pace (a scripted scene; a new session after its end plays it again). With `--auth` every mount needs basic
 credentials, read from the environment `RTSP_USER`/`RTSP_PASSWORD`.
 """
 
@@ -31,12 +32,18 @@ def _pipeline(width: int, height: int, fps: int) -> str:
             "video/x-h264,profile=baseline ! rtph264pay name=pay0 pt=96 config-interval=-1 )")
 
 
+def _file_pipeline(path: str) -> str:
+    return (f"( filesrc location={path} ! tsdemux ! h264parse ! "
+            "rtph264pay name=pay0 pt=96 config-interval=-1 )")
+
+
 class Mount:
     """One mount's settings and its live pipeline (re-created when clients come back)."""
 
     def __init__(self, spec: str) -> None:
         name, _, shape = spec.partition("=")
-        size, _, fps = shape.partition("@")
+        self.file = shape[len("file:"):] if shape.startswith("file:") else None
+        size, _, fps = ("0x0@15" if self.file else shape).partition("@")
         width, _, height = size.partition("x")
         self.name, self.width, self.height, self.fps = name, int(width), int(height), int(fps or 15)
         self.stalled = False
@@ -53,6 +60,8 @@ class Mount:
         if self.media is None:
             return
         element = self.media.get_element()
+        if self.file:
+            return
         caps = element.get_by_name("caps")
         caps.set_property("caps", Gst.Caps.from_string(
             f"video/x-raw,format=I420,width={self.width},height={self.height},framerate={self.fps}/1"))
@@ -95,7 +104,7 @@ def main() -> int:
         mount = Mount(spec)
         mounts[mount.name] = mount
         factory = GstRtspServer.RTSPMediaFactory()
-        factory.set_launch(_pipeline(mount.width, mount.height, mount.fps))
+        factory.set_launch(_file_pipeline(mount.file) if mount.file else _pipeline(mount.width, mount.height, mount.fps))
         factory.set_shared(True)
         factory.connect("media-configure", lambda _f, media, m=mount: m.configure(media))
         permissions = Gst.Structure.new_empty(role)

@@ -45,13 +45,14 @@ class RtspServer:
     """gst-rtsp-server with live H.264 test streams, one per mount.
 
     Args:
-        mounts: {name: (width, height, fps)}; each is served at rtsp://127.0.0.1:PORT/NAME.
+        mounts: {name: (width, height, fps)}, or {name: Path} of an H.264 MPEG-TS file played once
+            at its own pace; each is served at rtsp://127.0.0.1:PORT/NAME.
         port: the port (default: a free one); kept across `kill()` and `start()`.
         credentials: (user, password): every mount needs them (basic authentication).
         log: where the server's stderr goes.
     """
 
-    def __init__(self, mounts: dict[str, tuple[int, int, int]], port: int | None = None,
+    def __init__(self, mounts: dict[str, tuple[int, int, int] | Path], port: int | None = None,
                  credentials: tuple[str, str] | None = None, log: Path | None = None) -> None:
         _check_gstreamer()
         self.mounts = dict(mounts)
@@ -69,7 +70,8 @@ class RtspServer:
     def start(self) -> RtspServer:
         """Starts the server and waits until it listens."""
         args = [SYSTEM_PYTHON, str(SCRIPT), "--port", str(self.port)]
-        args += [f"--mount={name}={w}x{h}@{fps}" for name, (w, h, fps) in self.mounts.items()]
+        args += [f"--mount={name}=file:{spec}" if isinstance(spec, Path) else
+                 f"--mount={name}={spec[0]}x{spec[1]}@{spec[2]}" for name, spec in self.mounts.items()]
         env = dict(os.environ)
         if self.credentials:
             args.append("--auth")
@@ -97,7 +99,8 @@ class RtspServer:
     def resize(self, mount: str, width: int, height: int) -> None:
         """Changes the mount's picture size mid-stream (same session, new parameter sets)."""
         self._command(cmd="resize", mount=mount, width=width, height=height)
-        self.mounts[mount] = (width, height, self.mounts[mount][2])
+        fps = self.mounts[mount][2]  # type: ignore[index]
+        self.mounts[mount] = (width, height, fps)
 
     def stall(self, mount: str, on: bool = True) -> None:
         """Stops (or resumes) the mount's packets; sessions stay open."""

@@ -1,0 +1,101 @@
+"""`--snapshot DIR`: every `snapshot_seconds`, `DIR/CAMERA.jpg` shows the camera's last answered
+frame with its tracked boxes, track ids, zones and lines drawn, so that an operator sees where a
+zone is. Frames mode draws on the JPEG that was sent; segments mode decodes the first frame of
+the segment (only when a picture is due). Written to a temporary name, then renamed.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ingest.scene import Scene
+from ingest.units import Unit
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+logger = logging.getLogger(__name__)
+
+ZONE_COLOUR = (255, 214, 0)
+LINE_COLOUR = (0, 200, 255)
+BOX_COLOUR = (60, 255, 60)
+
+
+class Snapshots:
+    """The pictures of one camera.
+
+    Args:
+        folder: where `CAMERA.jpg` goes (made if missing).
+        camera: the camera's name.
+        every_s: seconds between pictures (monotonic clock).
+    """
+
+    def __init__(self, folder: Path, camera: str, every_s: float) -> None:
+        self.path = Path(folder) / f"{camera}.jpg"
+        self.every_s = every_s
+        self._due = 0.0
+
+    def offer(self, unit: Unit, line: dict[str, Any], scene: Scene) -> bool:
+        """Draws `line` (the unit's first answered frame) if a picture is due; True if written."""
+        now = time.monotonic()
+        if now < self._due:
+            return False
+        self._due = now + self.every_s
+        try:
+            image = first_frame(unit)
+            if image is None:
+                return False
+            data = draw(image, line.get("detections") or [], scene)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            partial = self.path.with_name(f".{self.path.name}.part")
+            partial.write_bytes(data)
+            os.replace(partial, self.path)
+        except Exception as exc:  # a picture must never stop the camera's results
+            logger.warning("snapshot %s not written: %s: %s", self.path, type(exc).__name__, exc)
+            return False
+        return True
+
+
+def first_frame(unit: Unit) -> Image.Image | None:
+    """The unit's first frame as RGB (a JPEG, or the first decodable frame of a segment)."""
+    from PIL import Image
+
+    if unit.content_type == "image/jpeg":
+        return Image.open(io.BytesIO(unit.body)).convert("RGB")
+    import av
+
+    with av.open(io.BytesIO(unit.body), "r") as container:
+        for frame in container.decode(video=0):
+            image: Image.Image = frame.to_image()
+            return image
+    return None
+
+
+def draw(image: Image.Image, detections: list[dict[str, Any]], scene: Scene) -> bytes:
+    """`image` with `scene`'s zones and lines and the tracked `detections`, as JPEG."""
+    from PIL import ImageDraw
+
+    pen = ImageDraw.Draw(image)
+    size = image.size
+    width = max(3, round(min(size) / 160))
+    for zone in scene.zones:
+        points = zone.polygon.pixels(*size)
+        pen.polygon(points, outline=ZONE_COLOUR, width=width)
+        pen.text((points[0][0] + 2 * width, points[0][1] + 2 * width), zone.name, fill=ZONE_COLOUR)
+    for line in scene.lines:
+        start, end = line.segment.pixels(*size)
+        pen.line([start, end], fill=LINE_COLOUR, width=width)
+        pen.text(((start[0] + end[0]) / 2 + 2 * width, (start[1] + end[1]) / 2), line.name, fill=LINE_COLOUR)
+    for detection in detections:
+        x1, y1, x2, y2 = detection["box"]
+        pen.rectangle((x1, y1, x2, y2), outline=BOX_COLOUR, width=width)
+        text = f"#{detection.get('track_id', '?')} {detection.get('label', '')}".strip()
+        pen.text((x1 + width, max(0.0, y1 - 12)), text, fill=BOX_COLOUR)
+    out = io.BytesIO()
+    image.save(out, "JPEG", quality=85)
+    return out.getvalue()

@@ -1,0 +1,177 @@
+"""Tracks, zones and lines end to end: a scripted scene (tests/scenes.py) served by a real
+gst-rtsp-server and read from a file, a real TorchServe serving the planted detector (built from
+code, packed by archive.sh with its labels), and the real `video-ingest` with tracking, the zone
+`door` and the line `gate`. Every count is the scripted paths' exact number.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+
+import numpy as np
+import pytest
+import yaml
+from PIL import Image
+
+from ingest.snapshot import LINE_COLOUR, ZONE_COLOUR
+from tests import planted, scenes
+from tests.e2e.ingest_cli import Ingest
+from tests.e2e.server import TorchServe, build_archives
+from tests.rtsp_server import RtspServer
+
+MODEL = "planted_tracks"
+SMALL, LARGE = (320, 192), (480, 288)
+
+
+@pytest.fixture(scope="module")
+def detector(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("tracks_model")
+    planted.script(planted.Yolo()).save(str(tmp / f"{MODEL}.pt"))
+    # ByteTrack's second association uses the low-score boxes: answer them (docs/ingest.md).
+    handler = {"task": "detection", "resize": "letterbox", "input_size": [320, 320], "score_threshold": 0.1,
+               "normalize": {"scale": 1 / 255}, "labels": "index_to_name.json"}
+    (tmp / f"{MODEL}.yaml").write_text(yaml.safe_dump({"minWorkers": 1, "maxWorkers": 1, "batchSize": 8,
+                                                       "maxBatchDelay": 20, "responseTimeout": 120,
+                                                       "handler": handler}))
+    (tmp / "index_to_name.json").write_text(json.dumps({"0": "red", "1": "green", "2": "blue"}))
+    build_archives(tmp / "store", MODEL, str(tmp / f"{MODEL}.pt"), str(tmp / f"{MODEL}.yaml"))
+    models = {MODEL: {"1.0": {"defaultVersion": True, "marName": f"{MODEL}.mar", "minWorkers": 1, "maxWorkers": 1,
+                              "batchSize": 8, "maxBatchDelay": 20, "responseTimeout": 120}}}
+    ts = TorchServe(tmp_path_factory.mktemp("tracks_ts"), tmp / "store",
+                    overlays=[f"load_models={MODEL}.mar\nmodels={json.dumps(models)}\n"]).start()
+    yield ts
+    ts.stop()
+
+
+@pytest.fixture(scope="module")
+def videos(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("scenes")
+    return {"resized": scenes.make(tmp / "resized.ts", [(*SMALL, 90), (*LARGE, 210)]),
+            "steady": scenes.make(tmp / "steady.ts", [(*SMALL, 300)])}
+
+
+def camera(name: str, url: str, gate_x: float = 0.5, **extra) -> dict:
+    return {"name": name, "url": url, "track": True, "stall_seconds": 2, "snapshot_seconds": 1,
+            "zones": [{"name": "door", "polygon": scenes.DOOR}],
+            "lines": [{"name": "gate", "from": [gate_x, 0], "to": [gate_x, 1], "classes": ["red"]}], **extra}
+
+
+def write(path, *cameras) -> None:
+    path.write_text(yaml.safe_dump({"cameras": list(cameras)}))
+
+
+def events(ingest: Ingest, camera: str, kind: str) -> list[dict]:
+    return ingest.events(camera, kind)
+
+
+def tally(ingest: Ingest, camera: str) -> Counter:
+    """(event, zone or line, label, direction) -> how many."""
+    return Counter((e["event"], e.get("zone") or e.get("line"), e["label"], e.get("direction"))
+                   for e in ingest.lines() if e["camera"] == camera and e.get("event") in ("entered", "left", "crossed"))
+
+
+def track_ids(answers: list[dict], label: str) -> list[int]:
+    return [d["track_id"] for a in answers for d in a["detections"] if d["label"] == label]
+
+
+def connections(answers: list[dict]) -> list[list[dict]]:
+    """The answers split where pts start again (a new connection)."""
+    runs: list[list[dict]] = []
+    for answer in answers:
+        if not runs or answer["pts"] < runs[-1][-1]["pts"]:
+            runs.append([])
+        runs[-1].append(answer)
+    return runs
+
+
+def test_counts_ids_snapshot_and_a_moved_line_on_live_cameras(detector, videos, tmp_path):
+    """`live` plays the scene with a resolution change at frame 90 (a new tracker: red's and
+    blue's tracks end, blue inside the door); `moved` plays it at one size, and its line moves
+    from x = 0.5 to 0.7 after its first crossing. Then the RTSP server restarts."""
+    rtsp = RtspServer({"resized": videos["resized"], "steady": videos["steady"]}, log=tmp_path / "gst.log").start()
+    cameras = tmp_path / "cameras.yaml"
+    write(cameras, camera("live", rtsp.url("resized")), camera("moved", rtsp.url("steady")))
+    ingest = Ingest(tmp_path, detector, ["--config", str(cameras), "--snapshot", str(tmp_path / "snaps")],
+                    model=MODEL)
+    try:
+        ingest.wait("a crossing on moved", lambda: events(ingest, "moved", "crossed"))
+        write(cameras, camera("live", rtsp.url("resized")), camera("moved", rtsp.url("steady"), gate_x=0.7))
+        reloaded = ingest.wait("the reload", lambda: ingest.events(None, "reloaded"))[0]["time"]
+        ingest.wait("the end of both plays", lambda: events(ingest, "live", "disconnected")
+                    and events(ingest, "moved", "disconnected"), timeout=60)
+        live = ingest.answers("live")
+        assert {(a["width"], a["height"]) for a in live} == {SMALL, LARGE}
+        assert events(ingest, "live", "dropped") == [] and len(events(ingest, "live", "connected")) == 1
+        # Red: in the door at the start, out, across the gate, back (a new track at the new size),
+        # in, out, across, back, in. Blue mirrors it; its track ends in the door at the new size.
+        assert tally(ingest, "live") == {
+            ("entered", "door", "red", None): 3, ("left", "door", "red", None): 2,
+            ("entered", "door", "blue", None): 3, ("left", "door", "blue", None): 3,
+            ("crossed", "gate", "red", "in"): 2, ("crossed", "gate", "red", "out"): 2}
+        red, blue = track_ids(live, "red"), track_ids(live, "blue")
+        assert len(set(red)) == 2 and len(set(blue)) == 2 and not set(red) & set(blue)
+        assert ingest.metric("video_ingest_line_crossings_total", camera="live", line="gate", direction="in",
+                             label="red") == 2
+        assert ingest.metric("video_ingest_zone_objects", camera="live", zone="door", label="red") == 1
+        assert ingest.metric("video_ingest_zone_objects", camera="live", zone="door", label="blue") == 0
+        assert ingest.metric("video_ingest_tracks_active", camera="live") == 2
+        # The line moved without a reconnect and without ending red's track.
+        moved = ingest.answers("moved")
+        assert len(events(ingest, "moved", "connected")) == 1 and len(set(track_ids(moved, "red"))) == 1
+        boxes = {a["capture_time"]: d["box"] for a in moved for d in a["detections"] if d["label"] == "red"}
+        step = 0.7 / scenes.MOVE * SMALL[0]
+        for crossing in events(ingest, "moved", "crossed"):
+            x = 0.7 if crossing["time"] > reloaded else 0.5
+            x1, _, x2, _ = boxes[crossing["capture_time"]]
+            edge = x1 if crossing["direction"] == "in" else x2  # the whole box just past the line
+            assert abs(edge - x * SMALL[0]) <= step + 2, (crossing, edge)
+        assert [e["time"] > reloaded for e in events(ingest, "moved", "crossed")].count(True) >= 2
+        # The snapshot: the last frame with the door and the gate drawn where they are.
+        picture = np.asarray(Image.open(tmp_path / "snaps" / "live.jpg"))
+        height, width = picture.shape[:2]
+        assert (width, height) == LARGE
+        # (JPEG blurs the colour of a thin line: nearer to its colour than to the grey background)
+        for (x, y), colour in (((round(0.02 * width), height // 2), ZONE_COLOUR), ((width // 2, height // 2), LINE_COLOUR)):
+            pixel = picture[y - 1:y + 2, x - 1:x + 2].reshape(-1, 3).astype(int)
+            nearest = np.abs(pixel - colour).sum(axis=1).min()
+            assert nearest < np.abs(np.array(colour) - scenes.BACKGROUND).sum() / 3, (pixel, colour)
+        # The RTSP server restarts: the camera reconnects, and its tracks get new ids, none reused.
+        played = len(connections(ingest.answers("live")))  # (the scene may be playing again already)
+        rtsp.kill()
+        rtsp.start()
+        ingest.wait("tracked answers after the restart", lambda: len(runs := connections(ingest.answers("live")))
+                    > played and track_ids(runs[-1], "red"), timeout=60)
+        runs = connections(ingest.answers("live"))
+        ids = [set(track_ids(run, "red") + track_ids(run, "blue")) for run in runs]
+        assert all(min(later) > max(earlier) for earlier, later in zip(ids, ids[1:]) if later), ids
+    finally:
+        ingest.kill()
+        rtsp.stop()
+
+
+def test_ids_and_counts_survive_a_torchserve_restart(detector, videos, tmp_path):
+    """A file camera (`every`: nothing is dropped, answers wait for the server): TorchServe is
+    stopped after the first crossing and started again; every frame is answered in the end, each
+    box keeps its one track id, and the counts are the scene's."""
+    cameras = tmp_path / "cameras.yaml"
+    write(cameras, camera("file", str(videos["steady"])))
+    ingest = Ingest(tmp_path, detector, ["--config", str(cameras)], model=MODEL)
+    try:
+        ingest.wait("a crossing", lambda: events(ingest, "file", "crossed"))
+        detector.stop()
+        time.sleep(2)
+        detector.start()
+        assert ingest.process.wait(timeout=120) == 0  # the file ended, every unit answered
+    finally:
+        ingest.kill()
+    answers = ingest.answers("file")
+    assert len(answers) == 300 and {a["status"] for a in answers} == {200}
+    assert len(set(track_ids(answers, "red"))) == 1 and len(set(track_ids(answers, "blue"))) == 1
+    assert tally(ingest, "file") == {
+        ("entered", "door", "red", None): 3, ("left", "door", "red", None): 2,
+        ("entered", "door", "blue", None): 2, ("left", "door", "blue", None): 2,
+        ("crossed", "gate", "red", "in"): 2, ("crossed", "gate", "red", "out"): 2}
+    [left] = [e for e in events(ingest, "file", "left") if e["label"] == "red"][:1]
+    assert left["dwell_s"] == pytest.approx((scenes.LEAD + 0.15 / 0.7 * scenes.MOVE) / scenes.FPS, abs=0.3)
