@@ -1,0 +1,212 @@
+"""Tracks, zones and lines on scripted boxes: the scene settings and their errors, crossings and
+their direction and hysteresis, zone dwell, ids that never repeat, time gaps, resets, reloads."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+from prometheus_client import generate_latest
+
+from ingest import config
+from ingest.analytics import Analytics
+from ingest.config import ConfigError
+from ingest.counting import Counting, Tracked
+from ingest.fleet import Fleet
+from ingest.metrics import Metrics
+from ingest.scene import Line, Shape, Zone
+from ingest.snapshot import ZONE_COLOUR
+from ingest.tracking import Tracks
+from ingest.units import Unit
+from tsutil import prom
+
+DOOR = [[0.0, 0.0], [0.3, 0.0], [0.3, 1.0], [0.0, 1.0]]
+GATE = {"name": "gate", "from": [0.5, 0], "to": [0.5, 1]}
+
+
+def camera(**scene):
+    [cam] = config.parse({"cameras": [{"name": "c", "url": "rtsp://h/x", **scene}]})
+    return cam
+
+
+def test_shapes_in_fractions_follow_the_frame_and_pixels_stay():
+    cam = camera(track=True, zones=[{"name": "door", "polygon": DOOR, "classes": ["person", 2]}],
+                 lines=[{**GATE, "min_frames": 3}, {"name": "px", "from": [100, 0], "to": [100, 50]}])
+    [door] = cam.scene.zones
+    assert door.polygon.pixels(200, 100) == ((0, 0), (60, 0), (60, 100), (0, 100))
+    assert door.classes == {"person", "2"}
+    gate, px = cam.scene.lines
+    assert (gate.segment.fractions, gate.min_frames, px.segment.fractions) == (True, 3, False)
+    assert px.segment.pixels(1920, 1080) == ((100, 0), (100, 50))
+
+
+@pytest.mark.parametrize(("scene", "message"), [
+    ({"zones": [{"name": "door", "polygon": DOOR}]}, "camera 'c': zones and lines follow tracks: add `track: true`"),
+    ({"track": True, "zones": [{"name": "door", "polygon": DOOR[:2]}]},
+     "camera 'c': zone 'door': polygon: give at least 3 points"),
+    ({"track": True, "zones": [{"name": "d", "polygon": DOOR}, {"name": "d", "polygon": DOOR}]},
+     "camera 'c': zones[1]: name 'd' is used twice"),
+    ({"track": True, "lines": [{"name": "g", "from": [0.5, 0]}]}, "camera 'c': line 'g': give `from: [x, y]` and `to"),
+    ({"track": True, "lines": [{**GATE, "to": [0.5, 0]}]}, "camera 'c': line 'gate': `from` and `to` are the same"),
+    ({"track": True, "lines": [{**GATE, "anchors": ["middle"]}]}, "camera 'c': line 'gate': anchors = ['middle']: use"),
+    ({"track": True, "lines": [{**GATE, "colour": "red"}]}, "camera 'c': line 'gate': unknown key(s) colour: use name"),
+    ({"track": True, "zones": [{"name": "d", "polygon": [[0, 0], [1, -1], [1, 1]]}]},
+     "camera 'c': zone 'd': polygon: [1, -1] is not a point"),
+    ({"track": "yes"}, "camera 'c': track = 'yes': use true or false"),
+    ({"track": True, "display_threshold": 1.5}, "camera 'c': display_threshold = 1.5: use a number from 0 to 1"),
+    ({"track": True, "lost_track_seconds": 0}, "camera 'c': lost_track_seconds = 0: use a number above 0"),
+])
+def test_a_bad_scene_names_the_camera_the_field_and_the_fix(scene, message):
+    with pytest.raises(ConfigError) as caught:
+        camera(**scene)
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_the_scene_is_not_the_cameras_identity_and_track_comes_from_the_command_line():
+    assert camera(track=True, lines=[GATE]) == camera()
+    assert config.from_argument("c=rtsp://h/x", track=True).scene.track
+
+
+def box(x: float, y: float = 40.0, size: float = 20.0) -> tuple[float, float, float, float]:
+    return (x, y, x + size, y + size)
+
+
+def test_a_line_counts_each_whole_crossing_once_left_to_right_in():
+    """Vertical line at x = 100, drawn top to bottom: left to right is `in`; a box on the line is
+    on neither side; only the line's classes count."""
+    crossings = []
+    counting = Counting([], [Line("gate", Shape(((100, 0), (100, 200)), False), frozenset({"person"}))], 1.0,
+                        line_counter=lambda *a: crossings.append(a))
+    events = []
+    path = [40, 60, 85, 95, 105, 130, 150, 130, 95, 85, 60]
+    for n, x in enumerate(path):
+        events += counting.frame([Tracked(7, box(x), "person"), Tracked(8, box(x, 120), "car")], (200, 200), n)
+    assert [(e["event"], e["track_id"], e["direction"], e["capture_time"]) for e in events] == [
+        ("crossed", 7, "in", 4), ("crossed", 7, "out", 10)]
+    assert crossings == [("gate", "in", "person"), ("gate", "out", "person")]
+
+
+def test_min_frames_ignores_a_short_excursion_and_counts_a_stay():
+    counting = Counting([], [Line("gate", Shape(((100, 0), (100, 200)), False), min_frames=3)], 1.0)
+    sides = [40, 130, 130, 40, 40, 40, 130, 130, 130, 130]  # 2 frames across: noise; then 3 and more: in
+    events = [e for n, x in enumerate(sides) for e in counting.frame([Tracked(1, box(x), "p")], (200, 200), n)]
+    assert [(e["direction"], e["capture_time"]) for e in events] == [("in", 8)]
+
+
+def test_a_zone_reports_entries_dwell_and_a_track_that_ends_inside():
+    gauge = {}
+    zone = Zone("door", Shape(((0, 0), (60, 0), (60, 100), (0, 100)), False))
+    counting = Counting([zone], [], lost_track_seconds=1.0, zone_gauge=lambda z, label, n: gauge.update({label: n}))
+    events = []
+    for t, x in enumerate([10, 20, 30, 80, 90, 20]):  # anchor: the bottom centre (x + 10)
+        events += counting.frame([Tracked(1, box(x, 10), "person")], (200, 100), float(t))
+    assert gauge == {"person": 1}
+    events += counting.frame([], (200, 100), 5.5)  # unseen 0.5 s: still inside
+    events += counting.frame([], (200, 100), 6.5)  # unseen 1.5 s: its track has ended
+    assert [(e["event"], e["capture_time"], e.get("dwell_s")) for e in events] == [
+        ("entered", 0.0, None), ("left", 3.0, 3.0), ("entered", 5.0, None), ("left", 5.0, 0.0)]
+    assert gauge == {"person": 0}
+
+
+def test_a_reload_keeps_the_members_of_a_zone_that_did_not_change():
+    door = Zone("door", Shape(tuple(map(tuple, DOOR)), True))
+    counting = Counting([door], [], 1.0)
+    assert [e["event"] for e in counting.frame([Tracked(1, box(10), "p")], (200, 100), 0.0)] == ["entered"]
+    gone = counting.reconfigure([door, Zone("yard", Shape(((0.5, 0), (1, 0), (1, 1)), True))], [], 1.0)
+    assert gone == []
+    assert counting.frame([Tracked(1, box(12), "p")], (200, 100), 0.1) == []  # not entered again
+    assert counting.reconfigure([], [], 1.0) == ["door", "yard"]
+    assert [e["event"] for e in counting.end()] == []
+
+
+def moving(n: int, x0: float = 100.0, speed: float = 8.0) -> list[dict]:
+    return [{"box": [x0 + speed * n, 100.0, x0 + speed * n + 50, 150.0], "score": 0.9},
+            {"box": [600.0, 300.0 + speed * n, 660.0, 360.0 + speed * n], "score": 0.8}]
+
+
+def test_ids_start_at_one_survive_a_gap_in_time_and_never_repeat_after_a_reset():
+    tracks = Tracks(lost_track_seconds=1.0)
+    seen = [tracks.update(moving(n), n / 30) for n in range(30)]
+    assert seen[0] == [None, None] and all(ids == [1, 2] for ids in seen[2:])  # confirmed on the next frame
+    after_gap = [tracks.update(moving(n), n / 30) for n in range(45, 60)]  # half a second dropped
+    assert all(ids == [1, 2] for ids in after_gap)
+    assert tracks.update(moving(60), 59 / 30) == [None, None]  # not later than the last frame
+    tracks.reset()
+    again = [tracks.update(moving(n), n / 30) for n in range(5)]
+    assert again[-1] == [3, 4] and tracks.issued == 4
+
+
+def answer(n: int, width: int = 640, height: int = 480, pts: float | None = None, detections=None) -> dict:
+    return {"camera": "c", "segment": n, "pts": n / 15 if pts is None else pts, "capture_time": 1000 + n / 15,
+            "status": 200, "width": width, "height": height,
+            "detections": [{**d, "class_id": 0, "label": "person"} for d in (detections or moving(n))]}
+
+
+def test_analytics_writes_tracked_boxes_over_the_display_threshold_and_counts_all_tracked(tmp_path):
+    cam = camera(track=True, display_threshold=0.85, zones=[{"name": "door", "polygon": DOOR}])
+    metrics = Metrics()
+    analytics = Analytics("c", cam.scene, metrics)
+    unit = Unit(0, b"", "video/mp2t", 1000.0, 0.0, 1, session=1)
+    out = [line for n in range(5) for line in analytics.release(unit, [answer(n)], 1.0)]
+    frames = [line for line in out if "event" not in line]
+    assert [[d["track_id"] for d in f["detections"]] for f in frames] == [[], [1], [1], [1], [1]]  # 0.8 not written
+    entered = [line for line in out if line.get("event") == "entered"]
+    assert [(e["track_id"], e["zone"], e["camera"]) for e in entered] == [(1, "door", "c")]
+    exposition = generate_latest(metrics.registry).decode()
+    assert prom.total(exposition, "video_ingest_tracks_active", camera="c") == 2
+    assert prom.total(exposition, "video_ingest_zone_objects", camera="c", zone="door", label="person") == 1
+
+
+def test_a_reconnect_or_a_new_size_ends_the_tracks_and_fraction_zones_follow_the_size():
+    cam = camera(track=True, zones=[{"name": "door", "polygon": DOOR}])
+    analytics = Analytics("c", cam.scene, Metrics())
+    one, two = (Unit(0, b"", "video/mp2t", 1000.0, 0.0, 1, session=s) for s in (1, 2))
+    inside = [{"box": [20.0, 20.0, 60.0, 60.0], "score": 0.9}]  # in the door at 640 wide (x < 192)
+    out = []
+    for n in range(3):
+        out += analytics.release(one, [answer(n, detections=inside)], 1.0)
+    for n in range(3):  # a new connection: pts start again
+        out += analytics.release(two, [answer(n, detections=inside)], 1.0)
+    for n in range(3, 6):  # the same box at twice the size: still inside (x < 384)
+        out += analytics.release(two, [answer(n, 1280, 960, detections=[{"box": [40.0, 40.0, 120.0, 120.0],
+                                                                         "score": 0.9}])], 1.0)
+    assert [(e["event"], e["track_id"]) for e in out if "event" in e] == [
+        ("entered", 1), ("left", 1), ("entered", 2), ("left", 2), ("entered", 3)]
+
+
+def test_a_snapshot_draws_the_zone_on_the_frame_that_was_sent(tmp_path):
+    cam = camera(track=True, zones=[{"name": "door", "polygon": [[0.25, 0.25], [0.75, 0.25], [0.75, 0.75]]}])
+    analytics = Analytics("c", cam.scene, Metrics(), snapshots=tmp_path)
+    jpeg = io.BytesIO()
+    Image.new("RGB", (640, 480), (40, 40, 40)).save(jpeg, "JPEG")
+    analytics.release(Unit(0, jpeg.getvalue(), "image/jpeg", 1000.0, 0.0, 1, session=1), [answer(0)], 1.0)
+    picture = np.asarray(Image.open(tmp_path / "c.jpg")).astype(int)
+    assert picture.shape == (480, 640, 3)
+    assert np.abs(picture[120, 320] - ZONE_COLOUR).sum() < 120  # the polygon's top edge, y = 0.25 * 480
+
+
+class _Worker:
+    def __init__(self, cam) -> None:
+        self.camera, self.reconfigured, self.stopped = cam, [], False
+
+    def reconfigure(self, cam) -> None:
+        self.reconfigured.append(cam.scene)
+        self.camera = cam
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def drain(self, deadline: float) -> None:
+        pass
+
+
+def test_a_reload_that_changes_only_the_scene_reconfigures_the_running_camera():
+    started = []
+    fleet = Fleet(lambda cam: started.append(cam) or _Worker(cam))
+    fleet.apply([camera(track=True, lines=[GATE])])
+    moved = camera(track=True, lines=[{**GATE, "from": [0.7, 0], "to": [0.7, 1]}])
+    fleet.apply([moved])
+    [worker] = fleet.workers.values()
+    assert len(started) == 1 and not worker.stopped and worker.reconfigured == [moved.scene]
