@@ -39,12 +39,13 @@ class Analytics:
         self._metrics = metrics
         self._lock = threading.Lock()
         self._scene = scene
-        self._tracks = Tracks(scene.lost_track_seconds)
+        self._tracks = Tracks(scene.lost_track_seconds, scene.track_threshold)
         self._counting = self._new_counting(scene)
         self._snapshots = Snapshots(snapshots, camera, scene.snapshot_seconds) if snapshots else None
         self._where: tuple[int, tuple[int, int]] | None = None  # (session, size) the tracker follows
         self._pts = float("-inf")
         self._warned = False
+        self._failures = 0
 
     def _new_counting(self, scene: Scene) -> Counting:
         return Counting(scene.zones, scene.lines, scene.lost_track_seconds,
@@ -58,6 +59,7 @@ class Analytics:
                 self._tracks.reset()
                 self._where = None
             self._tracks.lost_track_seconds = scene.lost_track_seconds  # from the next tracker on
+            self._tracks.threshold = scene.track_threshold
             for zone in self._counting.reconfigure(scene.zones, scene.lines, scene.lost_track_seconds):
                 self._metrics.remove_zone(self._camera, zone)
             if self._snapshots is not None:
@@ -75,10 +77,21 @@ class Analytics:
                 if line.get("status") != 200 or unit is None:
                     continue
                 if self._scene.track:
-                    out += self._frame(unit, line, now)
+                    out += self._guarded(unit, line, now)
             if self._snapshots is not None and unit is not None and lines and lines[0].get("status") == 200:
                 self._snapshots.offer(unit, lines[0], self._scene)
             return out
+
+    def _guarded(self, unit: Unit, line: Line, now: float) -> list[Line]:
+        """`_frame`, whose failure (a bug) is logged and never stops the camera's results."""
+        try:
+            return self._frame(unit, line, now)
+        except Exception:
+            self._failures += 1
+            if self._failures in (1, 10, 100) or self._failures % 1000 == 0:
+                logger.exception("camera %s: tracking failed on a frame (%d so far); its line is written untracked",
+                                 self._camera, self._failures)
+            return []
 
     def _frame(self, unit: Unit, line: Line, now: float) -> list[Line]:
         detections = line.get("detections")

@@ -98,6 +98,8 @@ class Scene:
 
     Attributes:
         track: run a tracker over the camera's detections.
+        track_threshold: boxes scoring at least this start tracks and are matched first (ByteTrack's
+            high-score boxes); lower ones only keep tracks alive (its second association).
         display_threshold: tracked boxes scoring below it are followed but not written.
         lost_track_seconds: a track unseen this long ends.
         zones: the camera's zones.
@@ -106,6 +108,7 @@ class Scene:
     """
 
     track: bool = False
+    track_threshold: float = 0.5
     display_threshold: float = 0.25
     lost_track_seconds: float = 1.0
     zones: tuple[Zone, ...] = ()
@@ -131,7 +134,7 @@ def parse(settings: Mapping[str, Any]) -> Scene:
         if not isinstance(settings["track"], bool):
             raise SceneError(f"track = {settings['track']!r}: use true or false")
         values["track"] = settings["track"]
-    for key, low, high in (("display_threshold", 0.0, 1.0), ("lost_track_seconds", 0.0, 3600.0),
+    for key, low, high in (("track_threshold", 0.0, 1.0), ("display_threshold", 0.0, 1.0), ("lost_track_seconds", 0.0, 3600.0),
                            ("snapshot_seconds", 0.0, 86400.0)):
         if key in settings:
             values[key] = _number(key, settings[key], low, high)
@@ -144,7 +147,7 @@ def parse(settings: Mapping[str, Any]) -> Scene:
 
 
 def _number(key: str, raw: Any, low: float, high: float) -> float:
-    closed = key == "display_threshold"  # 0 writes every tracked box
+    closed = key.endswith("_threshold")  # 0: every box
     if (isinstance(raw, bool) or not isinstance(raw, (int, float))
             or not (low <= raw if closed else low < raw) or raw > high):
         above = f"from {low:g}" if closed else f"above {low:g}"

@@ -27,11 +27,14 @@ class Tracks:
     """Track ids for each frame's boxes, in capture order.
 
     Args:
-        lost_track_seconds: a track unseen this long ends (a change applies from the next reset).
+        lost_track_seconds: a track unseen this long ends.
+        threshold: boxes scoring at least this start tracks and are matched first; lower ones
+            only keep tracks alive. (Both apply from the next reset.)
     """
 
-    def __init__(self, lost_track_seconds: float = 1.0) -> None:
+    def __init__(self, lost_track_seconds: float = 1.0, threshold: float = 0.5) -> None:
         self.lost_track_seconds = lost_track_seconds
+        self.threshold = threshold
         self._tracker: ByteTrackTracker | None = None
         self._ids: dict[int, int] = {}  # the tracker's id -> the camera's
         self._issued = 0
@@ -70,7 +73,10 @@ class Tracks:
             data={"index": np.arange(n)})
         result = tracker.update(frame, timestamp=seconds)
         ids: list[int | None] = [None] * n
-        if result.tracker_id is None:
+        if len(self._ids) > 2 * len(tracker.tracks) + 64:  # memory stays flat over a long run
+            alive = {t.tracker_id for t in tracker.tracks}
+            self._ids = {k: v for k, v in self._ids.items() if k in alive}
+        if result.tracker_id is None or len(result) == 0:  # (an empty answer carries no `index`)
             return ids
         for index, tracker_id in zip(result.data["index"], result.tracker_id):
             if tracker_id >= 0:
@@ -80,8 +86,11 @@ class Tracks:
     def _new(self) -> ByteTrackTracker:
         from trackers import ByteTrackTracker
 
+        # One threshold for both (the library's defaults, 0.7 to start a track and 0.6 to be matched
+        # first, are MOT17's: most detectors' people and cars score lower).
         self._tracker = ByteTrackTracker(lost_track_buffer=max(1, round(self.lost_track_seconds * _BUFFER_FPS)),
-                                         frame_rate=_BUFFER_FPS)
+                                         frame_rate=_BUFFER_FPS, track_activation_threshold=self.threshold,
+                                         high_conf_det_threshold=self.threshold)
         return self._tracker
 
     def _camera_id(self, tracker_id: int) -> int:

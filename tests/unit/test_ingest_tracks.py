@@ -210,3 +210,18 @@ def test_a_reload_that_changes_only_the_scene_reconfigures_the_running_camera():
     fleet.apply([moved])
     [worker] = fleet.workers.values()
     assert len(started) == 1 and not worker.stopped and worker.reconfigured == [moved.scene]
+
+
+def test_a_long_run_keeps_only_the_ids_of_live_tracks():
+    tracks = Tracks(lost_track_seconds=0.2)
+    for n in range(2000):  # a new object every 10 frames, each seen for 5 frames
+        tracks.update([{"box": [float(n // 10 % 50) * 30, 10.0, float(n // 10 % 50) * 30 + 20, 30.0], "score": 0.9}]
+                      if n % 10 < 5 else [], n / 30)
+    assert tracks.issued == 200 and len(tracks._ids) <= 2 * 1 + 64 + 1
+
+
+@pytest.mark.parametrize(("threshold", "tracked"), [(0.5, True), (0.7, False)])
+def test_track_threshold_decides_which_boxes_start_tracks(threshold, tracked):
+    tracks = Tracks(threshold=threshold)
+    ids = [tracks.update([{**d, "score": 0.6} for d in moving(n)], n / 30) for n in range(5)]
+    assert (ids[-1] == [1, 2]) is tracked and (ids[-1] == [None, None]) is not tracked
