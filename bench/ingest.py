@@ -1,7 +1,8 @@
 """video-ingest bench: CPU per camera and end-to-end lag, against ffmpeg image2pipe + curl, one run.
 
-    python -m bench.ingest                 # the table (about 4 minutes on 2 cores)
+    python -m bench.ingest                 # the tables (about 10 minutes on 2 cores)
     python -m bench.ingest --full          # also 32 cameras in the decoding rows (saturates 2 cores)
+    python -m bench.ingest --tracking-only # only the tracking rows and their verdict (about 5 minutes)
     python -m bench.ingest --json out.json
 
 1. CPU: one `video-ingest` process (the real CLI) with 1, 8 and 32 cameras, each a looping
@@ -17,15 +18,28 @@
    (the shipped frame_quality archive, far below capacity): p50/p99 of `latency_ms`, capture of
    each frame to its answer, in both modes. A segment's first frame waits for the segment to be
    cut (about 1 s) before it is sent: that is the price of not decoding.
+3. Tracking: the 1080p30 file in segments mode, 1, 8 and 32 cameras, into a sink that answers
+   each segment with its 30 frames of N (10, 100) moving detections (`moving_detections`:
+   constant velocities with wrap-around, boxes 40-120 px, scores 0.3-0.95, a fifth of them low),
+   with `track: false` (the baseline: the answers parsed, their lines written), `track: true`,
+   and `track: true` with a zone and a line. `tracking adds` is CPU per camera over the baseline.
+   The window starts `WARMUP_S` after the first answer (the tracker's import is not in it); a
+   row that does not keep up is marked SATURATED with its process's CPU in all.
+   In this process, without a subprocess: the median cost a frame of `ingest.tracking.Tracks.update`
+   and of `ingest.analytics.Analytics.release` with a zone and a line, as % of a core at 30 fps.
+   The verdict: tracking adds under 1% of a core per 1080p30 camera at 10 detections.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import http.server
 import json
+import math
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -33,6 +47,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -59,16 +74,22 @@ class Row:
 
 
 class Sink:
-    """An HTTP server that answers every POST at once with one frame of outputs (no model)."""
+    """An HTTP server that answers every POST at once with one frame of outputs (no model).
 
-    def __init__(self) -> None:
-        answer = json.dumps({"frames": [{"width": 0, "height": 0, "outputs": {}}]}).encode()
+    Args:
+        reply: the answer's body for a request's `X-Frame-Id` (default: one frame of outputs).
+    """
+
+    def __init__(self, reply: Callable[[int], bytes] | None = None) -> None:
+        fixed = json.dumps({"frames": [{"width": 0, "height": 0, "outputs": {}}]}).encode()
+        body = reply or (lambda _seq: fixed)
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
             def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                answer = body(_frame_id(self.headers.get("X-Frame-Id")))
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(answer)))
@@ -85,6 +106,62 @@ class Sink:
 
     def close(self) -> None:
         self._server.shutdown()
+
+
+def _frame_id(header: str | None) -> int:
+    try:
+        return int(header or 0)
+    except ValueError:
+        return 0
+
+
+# Low-discrepancy fractions (golden-ratio-like constants): each object's size, speed, start, score.
+_SPREAD = (0.6180339887498949, 0.7548776662466927, 0.5698402909980532, 0.4142135623730951,
+           0.3247179572447460, 0.2360679774997897, 0.8191725133961645)
+
+
+def _fraction(i: int, k: int) -> float:
+    return ((i + 1) * _SPREAD[k]) % 1.0
+
+
+def moving_detections(n: int, frame: int, width: int = 1920, height: int = 1080) -> list[dict[str, object]]:
+    """Frame `frame`'s `n` detections: object i moves at its own constant velocity (1-8 px a frame
+    across, even objects rightwards, odd ones leftwards; up to 1 px a frame up or down), wrapping
+    around the frame's edges; boxes 40-120 px a side; scores 0.7-0.95, every fifth object's 0.3-0.6
+    (ByteTrack's second, low-score association), with a small jitter. Deterministic."""
+    out: list[dict[str, object]] = []
+    for i in range(n):
+        w, h = 40 + 80 * _fraction(i, 0), 40 + 80 * _fraction(i, 1)
+        speed = 1 + 7 * _fraction(i, 2)
+        vx, vy = (speed if i % 2 == 0 else -speed), 2 * _fraction(i, 3) - 1
+        x1 = (_fraction(i, 4) * (width - w) + vx * frame) % (width - w)
+        y1 = (_fraction(i, 5) * (height - h) + vy * frame) % (height - h)
+        low, span = (0.3, 0.3) if i % 5 == 4 else (0.7, 0.25)
+        score = min(0.95, max(0.3, low + span * _fraction(i, 6) + 0.02 * math.sin(0.2 * frame + i)))
+        out.append({"box": [round(x1, 1), round(y1, 1), round(x1 + w, 1), round(y1 + h, 1)],
+                    "score": round(score, 3), "class_id": 0, "label": "person"})
+    return out
+
+
+def segment_answer(seq: int, fps: int, detections: int, width: int = 1920, height: int = 1080) -> dict[str, object]:
+    """A detector's answer to segment `seq` (`X-Frame-Id`) of `fps` frames (a key frame a second):
+    frame k at pts k / fps (ingest.results adds the offsets to the segment's own pts), with the
+    detections of stream frame `seq * fps + k`."""
+    return {"frames": [{"pts": k / fps, "width": width, "height": height,
+                        "detections": moving_detections(detections, seq * fps + k, width, height)}
+                       for k in range(fps)]}
+
+
+class DetectionSink(Sink):
+    """A sink answering each segment with `fps` frames of `detections` moving detections (1080p)."""
+
+    def __init__(self, detections: int, fps: int) -> None:
+        self.detections = detections
+        self.fps = fps
+        # Every camera asks for the same segment numbers at about the same time: encode each once.
+        encoded = functools.lru_cache(maxsize=256)(
+            lambda seq: json.dumps(segment_answer(seq, fps, detections)).encode())
+        super().__init__(encoded)
 
 
 def make_video(folder: Path, name: str, seconds: int = 10) -> Path:
@@ -197,6 +274,238 @@ def baseline_cpu(video: Path, name: str, sink: Sink, cameras: int) -> Row:
                round((posted1 - posted0) / (cameras * FRAMES_FPS * (t1 - t0)), 2))
 
 
+TRACK_VIDEO = "1080p30"
+TRACK_DETECTIONS = (10, 100)
+TRACK_CAMERAS = (1, 8, 32)
+ZONE = {"name": "door", "polygon": [[0.1, 0.2], [0.4, 0.2], [0.4, 0.9], [0.1, 0.9]]}
+LINE = {"name": "gate", "from": [0.5, 0], "to": [0.5, 1]}
+#: the three camera settings compared, by the name the table gives them
+SCENES: dict[str, dict[str, object]] = {
+    "track: false": {"track": False},
+    "track": {"track": True},
+    "track + zone + line": {"track": True, "zones": [ZONE], "lines": [LINE]},
+}
+#: below it a row is marked saturated: the cameras cut their segments together, so a window of
+#: WINDOW_S seconds counts one segment a camera more or less (0.125 at 8 s) by where it falls
+KEPT_UP = 0.8
+FIRST_ANSWER_S = 15.0  # the tracking rows' warm-up starts at the first answer (or after this long)
+
+
+@dataclass(frozen=True, slots=True)
+class TrackRow:
+    """One tracking configuration: process CPU per camera; `events_per_camera_s`: zone and line
+    events written (entered, left, crossed) a second per camera, to show the scene did work."""
+
+    producer: str
+    video: str
+    cameras: int
+    detections: int
+    scene: str
+    cpu_per_camera_pct: float
+    kept_up: float
+    events_per_camera_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class MicroRow:
+    """One part timed in this process: µs a frame (median and mean) and the median's share of one
+    core at 30 frames a second."""
+
+    part: str
+    detections: int
+    frames: int
+    p50_us: float
+    mean_us: float
+    core_pct_at_30fps: float
+    events: int = 0
+
+
+def camera_list(video: Path, cameras: int, scene: str) -> str:
+    """The YAML of `cameras` looping file cameras of `video` in segments mode with `SCENES[scene]`
+    (flow mappings in JSON, which YAML reads)."""
+    settings = "".join(f"    {key}: {json.dumps(value)}\n" for key, value in SCENES[scene].items())
+    return "cameras:\n" + "".join(f"  - name: cam-{i}\n    url: {video}\n    loop: true\n{settings}"
+                                  for i in range(cameras))
+
+
+_ANSWERED = re.compile(rb'^\{"camera": "([^"]+)", "segment": (\d+), [^\n]*?"status": 200,', re.MULTILINE)
+_EVENT = re.compile(rb'"event": "(?:entered|left|crossed)"')
+
+
+def _segments(data: bytes) -> set[tuple[bytes, bytes]]:
+    """The (camera, segment) pairs answered 200 in `data` (result lines)."""
+    return set(_ANSWERED.findall(data))
+
+
+def tracking_cpu(folder: Path, sink: DetectionSink, video: Path, cameras: int, scene: str) -> TrackRow:
+    """The CLI with `cameras` looping file cameras (segments mode) with `scene`, sending to `sink`.
+
+    The results file's size is taken at both ends of the window and read once the process ended,
+    so that counting costs no CPU nor time inside the window."""
+    work = Path(tempfile.mkdtemp(dir=folder))
+    try:
+        (work / "cameras.yaml").write_text(camera_list(video, cameras, scene))
+        results = work / "results.jsonl"
+        process = subprocess.Popen([sys.executable, "-m", "ingest.cli", "--config", str(work / "cameras.yaml"),
+                                    "--url", sink.url, "--token-file", str(work / "none.json"), "--results",
+                                    str(results), "--log-level", "WARNING"],
+                                   cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            _first_answer(results, FIRST_ANSWER_S)  # the tracker's import (~2 s of CPU) comes with it
+            time.sleep(WARMUP_S)
+            proc = [psutil.Process(process.pid)]
+            cpu0, t0, size0 = _cpu(proc), time.monotonic(), _size(results)
+            time.sleep(WINDOW_S)
+            cpu1, t1, size1 = _cpu(proc), time.monotonic(), _size(results)
+        finally:
+            process.kill()  # what it would still write is past the window (a saturated drain takes 10 s)
+            process.wait(timeout=30)
+        data = results.read_bytes()[:size1] if results.exists() else b""
+        answered = len(_segments(data) - _segments(data[:size0]))
+        events = len(_EVENT.findall(data, size0))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    seconds = t1 - t0
+    return TrackRow("video-ingest segments + detections", TRACK_VIDEO, cameras, sink.detections, scene,
+                    round(100 * (cpu1 - cpu0) / seconds / cameras, 2),
+                    round(answered / (cameras * seconds), 2),  # a segment a second (a key frame a second)
+                    round(events / (cameras * seconds), 1))
+
+
+def _first_answer(results: Path, limit_s: float) -> None:
+    """Waits (at most `limit_s`) for the first answered frame in `results`."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if b'"status": 200' in (results.read_bytes() if results.exists() else b""):
+            return
+        time.sleep(0.2)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def tracking(folder: Path, video: Path) -> list[TrackRow]:
+    """Every tracking row: detections x cameras x scene."""
+    rows = []
+    fps = RESOLUTIONS[TRACK_VIDEO][2]
+    for detections in TRACK_DETECTIONS:
+        sink = DetectionSink(detections, fps)
+        try:
+            for cameras in TRACK_CAMERAS:
+                for scene in SCENES:
+                    rows.append(tracking_cpu(folder, sink, video, cameras, scene))
+                    r = rows[-1]
+                    print(f"| {r.producer} | {r.video} | {r.cameras} | {r.detections} detections, {r.scene} | "
+                          f"{r.cpu_per_camera_pct:g} | {r.kept_up:g} | {r.events_per_camera_s:g} events/s |",
+                          file=sys.stderr, flush=True)
+        finally:
+            sink.close()
+    return rows
+
+
+def micro(detections: int, frames: int = 1000, warmup: int = 200, fps: int = 30) -> list[MicroRow]:
+    """`Tracks.update` alone and `Analytics.release` with a zone and a line, in this process, a
+    frame at a time over `warmup + frames` frames of `moving_detections` (the first `warmup` untimed)."""
+    from ingest.analytics import Analytics
+    from ingest.metrics import Metrics
+    from ingest.scene import parse
+    from ingest.tracking import Tracks
+    from ingest.units import Unit
+
+    width, height, _ = RESOLUTIONS[TRACK_VIDEO]
+    boxes = [moving_detections(detections, f, width, height) for f in range(warmup + frames)]
+    tracks = Tracks()
+    update: list[int] = []
+    for f, frame in enumerate(boxes):
+        started = time.perf_counter_ns()
+        tracks.update(frame, f / fps)
+        update.append(time.perf_counter_ns() - started)
+    analytics = Analytics("bench", parse({"track": True, "zones": [ZONE], "lines": [LINE]}), Metrics())
+    unit = Unit(seq=1, body=b"", content_type="video/mp2t", capture_time=1e9, pts=0.0, frames=fps, session=1)
+    lines = [{"camera": "bench", "segment": 1 + f // fps, "pts": round(f / fps, 6),
+              "capture_time": round(1e9 + f / fps, 6), "status": 200, "width": width, "height": height,
+              "detections": frame, "latency_ms": 1.0} for f, frame in enumerate(boxes)]
+    release: list[int] = []
+    events = 0
+    for f, line in enumerate(lines):
+        started = time.perf_counter_ns()
+        out = analytics.release(unit, [line], 1e9 + f / fps)
+        release.append(time.perf_counter_ns() - started)
+        if f >= warmup:
+            events += len(out) - 1
+    return [_micro_row("Tracks.update", detections, update[warmup:], fps),
+            _micro_row("Analytics.release, zone + line", detections, release[warmup:], fps, events)]
+
+
+def _micro_row(part: str, detections: int, nanoseconds: list[int], fps: int, events: int = 0) -> MicroRow:
+    p50 = statistics.median(nanoseconds) / 1000
+    return MicroRow(part, detections, len(nanoseconds), round(p50, 1), round(statistics.fmean(nanoseconds) / 1000, 1),
+                    round(100 * p50 * fps / 1e6, 3), events)
+
+
+def _by(rows: list[TrackRow]) -> dict[tuple[int, int, str], TrackRow]:
+    return {(r.detections, r.cameras, r.scene): r for r in rows}
+
+
+def tracking_table(rows: list[TrackRow]) -> str:
+    """CPU per camera (% of one core) of the three scenes side by side, and what tracking adds."""
+    found = _by(rows)
+    off, track, zoned = SCENES
+    head = ["video", "detections", "cameras", f"{off} (% core/camera)", f"{track} (% core/camera)",
+            f"{zoned} (% core/camera)", "tracking adds", "tracking + zone + line add",
+            f"kept up ({off} / {track} / {zoned})", "zone + line events/s/camera"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
+    for detections in TRACK_DETECTIONS:
+        for cameras in TRACK_CAMERAS:
+            trio = [found.get((detections, cameras, scene)) for scene in SCENES]
+            if None in trio:
+                continue
+            a, b, c = trio
+            kept = " / ".join(f"{r.kept_up:g}" for r in trio)
+            behind = [r for r in trio if r.kept_up < KEPT_UP]
+            if behind:
+                kept += (" SATURATED (" + ", ".join(f"{r.scene}: {r.cpu_per_camera_pct * r.cameras:.0f}%"
+                                                    for r in behind)
+                         + " of a core in all; the differences understate)")
+            lines.append("| " + " | ".join([
+                TRACK_VIDEO, str(detections), str(cameras), *(f"{r.cpu_per_camera_pct:g}" for r in trio),
+                f"{b.cpu_per_camera_pct - a.cpu_per_camera_pct:+.2f}", f"{c.cpu_per_camera_pct - a.cpu_per_camera_pct:+.2f}",
+                kept, f"{c.events_per_camera_s:g}"]) + " |")
+    return "\n".join(lines)
+
+
+def micro_table(rows: list[MicroRow]) -> str:
+    head = ["in this process", "detections", "frames", "µs/frame p50", "µs/frame mean", "% core at 30 fps (p50)",
+            "events"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
+    return "\n".join(lines + ["| " + " | ".join([r.part, str(r.detections), str(r.frames), f"{r.p50_us:g}",
+                                                f"{r.mean_us:g}", f"{r.core_pct_at_30fps:g}", str(r.events)]) + " |"
+                              for r in rows])
+
+
+def verdict(rows: list[TrackRow], micros: list[MicroRow]) -> str | None:
+    """Against the target: tracking adds under 1% of a core per 1080p30 camera at 10 detections
+    (the 1-camera process rows; the in-process figures stated beside)."""
+    found = _by(rows)
+    off, track = found.get((10, 1, "track: false")), found.get((10, 1, "track"))
+    if off is None or track is None:
+        return None
+    added = track.cpu_per_camera_pct - off.cpu_per_camera_pct
+    text = (f"tracking adds {added:.2f}% of a core per 1080p30 camera at 10 detections (target < 1%): "
+            f"{'PASS' if added < 1 else 'FAIL'}")
+    inside = {r.part: r for r in micros if r.detections == 10}
+    if inside:
+        text += " (in-process, median at 30 frames/s: " + ", ".join(
+            f"{part} {r.core_pct_at_30fps:g}%" for part, r in inside.items()) + ")"
+    if min(off.kept_up, track.kept_up) < KEPT_UP:
+        text += f" [1-camera rows did not keep up: {off.kept_up:g} / {track.kept_up:g}]"
+    return text
+
+
 def lag(folder: Path, port_offset: int | None) -> list[Row]:
     """Two live RTSP cameras at 720p15 into a real TorchServe, in both modes."""
     from bench.torchserve import Server
@@ -255,29 +564,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full", action="store_true", help="32 cameras in the decoding rows too")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON")
     parser.add_argument("--no-lag", action="store_true", help="skip the TorchServe lag rows")
+    parser.add_argument("--tracking-only", action="store_true",
+                        help="only the tracking rows, the in-process timings and the verdict (about 5 minutes)")
     args = parser.parse_args(argv)
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        sink = Sink()
-        videos = {name: make_video(folder, name) for name in RESOLUTIONS}
-        for name, video in videos.items():
-            for cameras in (1, 8, 32):
-                rows.append(bridge_cpu(folder, sink, "segments", video, name, cameras))
-                print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
-            for cameras in (1, 8, 32) if args.full else (1, 8):
-                rows.append(bridge_cpu(folder, sink, "frames", video, name, cameras))
-                print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
-                rows.append(baseline_cpu(video, name, sink, cameras))
-                print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
-        sink.close()
-        if not args.no_lag:
+        videos = {name: make_video(folder, name) for name in ([TRACK_VIDEO] if args.tracking_only else RESOLUTIONS)}
+        if not args.tracking_only:
+            sink = Sink()
+            for name, video in videos.items():
+                for cameras in (1, 8, 32):
+                    rows.append(bridge_cpu(folder, sink, "segments", video, name, cameras))
+                    print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+                for cameras in (1, 8, 32) if args.full else (1, 8):
+                    rows.append(bridge_cpu(folder, sink, "frames", video, name, cameras))
+                    print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+                    rows.append(baseline_cpu(video, name, sink, cameras))
+                    print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+            sink.close()
+        track_rows = tracking(folder, videos[TRACK_VIDEO])
+        micro_rows = [row for detections in TRACK_DETECTIONS for row in micro(detections)]
+        if not args.no_lag and not args.tracking_only:
             rows += lag(folder, None)
-    print(table(rows))
+    if rows:
+        print(table(rows) + "\n")
+    print(tracking_table(track_rows) + "\n")
+    print(micro_table(micro_rows))
     model = re.sub(r"\s+", " ", _cpu_model())
     print(f"\n{psutil.cpu_count()} cores ({model}); CPU over {WINDOW_S:g} s after {WARMUP_S:g} s of warm-up")
+    print(verdict(track_rows, micro_rows) or "tracking: no verdict (a 1-camera row at 10 detections is missing)")
     if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2))
+        args.json.write_text(json.dumps([asdict(r) for r in [*rows, *track_rows, *micro_rows]], indent=2))
     return 0
 
 
