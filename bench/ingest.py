@@ -458,7 +458,7 @@ def tracking_table(rows: list[TrackRow]) -> str:
     head = ["video", "detections", "cameras", f"{off} (% core/camera)", f"{track} (% core/camera)",
             f"{zoned} (% core/camera)", "tracking adds", "tracking + zone + line add",
             f"kept up ({off} / {track} / {zoned})", "zone + line events/s/camera"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
+    cells = []
     for detections in TRACK_DETECTIONS:
         for cameras in TRACK_CAMERAS:
             trio = [found.get((detections, cameras, scene)) for scene in SCENES]
@@ -471,20 +471,18 @@ def tracking_table(rows: list[TrackRow]) -> str:
                 kept += (" SATURATED (" + ", ".join(f"{r.scene}: {r.cpu_per_camera_pct * r.cameras:.0f}%"
                                                     for r in behind)
                          + " of a core in all; the differences understate)")
-            lines.append("| " + " | ".join([
+            cells.append([
                 TRACK_VIDEO, str(detections), str(cameras), *(f"{r.cpu_per_camera_pct:g}" for r in trio),
                 f"{b.cpu_per_camera_pct - a.cpu_per_camera_pct:+.2f}", f"{c.cpu_per_camera_pct - a.cpu_per_camera_pct:+.2f}",
-                kept, f"{c.events_per_camera_s:g}"]) + " |")
-    return "\n".join(lines)
+                kept, f"{c.events_per_camera_s:g}"])
+    return markdown(head, cells)
 
 
 def micro_table(rows: list[MicroRow]) -> str:
     head = ["in this process", "detections", "frames", "µs/frame p50", "µs/frame mean", "% core at 30 fps (p50)",
             "events"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
-    return "\n".join(lines + ["| " + " | ".join([r.part, str(r.detections), str(r.frames), f"{r.p50_us:g}",
-                                                f"{r.mean_us:g}", f"{r.core_pct_at_30fps:g}", str(r.events)]) + " |"
-                              for r in rows])
+    return markdown(head, [[r.part, str(r.detections), str(r.frames), f"{r.p50_us:g}", f"{r.mean_us:g}",
+                            f"{r.core_pct_at_30fps:g}", str(r.events)] for r in rows])
 
 
 def verdict(rows: list[TrackRow], micros: list[MicroRow]) -> str | None:
@@ -547,12 +545,16 @@ def _percentiles(values: list[float]) -> tuple[float, float]:
     return round(statistics.median(ordered), 1), round(ordered[int(0.99 * (len(ordered) - 1))], 1)
 
 
-def table(rows: list[Row]) -> str:
-    head = ["producer", "video", "cameras", "CPU/camera (% core)", "kept up", "lag p50 ms", "lag p99 ms"]
-    cells = [[r.producer, r.video, str(r.cameras), _fmt(r.cpu_per_camera_pct), _fmt(r.kept_up),
-              _fmt(r.lag_p50_ms), _fmt(r.lag_p99_ms)] for r in rows]
+def markdown(head: list[str], cells: list[list[str]]) -> str:
+    """A markdown table."""
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
     return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in cells])
+
+
+def table(rows: list[Row]) -> str:
+    head = ["producer", "video", "cameras", "CPU/camera (% core)", "kept up", "lag p50 ms", "lag p99 ms"]
+    return markdown(head, [[r.producer, r.video, str(r.cameras), _fmt(r.cpu_per_camera_pct), _fmt(r.kept_up),
+                            _fmt(r.lag_p50_ms), _fmt(r.lag_p99_ms)] for r in rows])
 
 
 def _fmt(value: float | None) -> str:

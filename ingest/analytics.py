@@ -40,17 +40,15 @@ class Analytics:
         self._lock = threading.Lock()
         self._scene = scene
         self._tracks = Tracks(scene.lost_track_seconds, scene.track_threshold)
-        self._counting = self._new_counting(scene)
+        self._counting = Counting(
+            scene.zones, scene.lines, scene.lost_track_seconds,
+            lambda zone, label, n: self._metrics.zone_objects(self._camera, zone, label, n),
+            lambda line, direction, label: self._metrics.crossed(self._camera, line, direction, label))
         self._snapshots = Snapshots(snapshots, camera, scene.snapshot_seconds) if snapshots else None
         self._where: tuple[int, tuple[int, int]] | None = None  # (session, size) the tracker follows
         self._pts = float("-inf")
         self._warned = False
         self._failures = 0
-
-    def _new_counting(self, scene: Scene) -> Counting:
-        return Counting(scene.zones, scene.lines, scene.lost_track_seconds,
-                        lambda zone, label, n: self._metrics.zone_objects(self._camera, zone, label, n),
-                        lambda line, direction, label: self._metrics.crossed(self._camera, line, direction, label))
 
     def reconfigure(self, scene: Scene) -> None:
         """New settings from a reload: the tracks go on (unless tracking was turned off)."""
@@ -111,8 +109,8 @@ class Analytics:
             self._where = where
         self._pts = pts
         capture = float(line["capture_time"])
-        # The stream's own clock: a dropped segment is a gap in it; capture times may re-anchor
-        # on the wall clock (ingest.clock) and would look like one where none is.
+        # The stream's own clock (for the tracker and the zones' dwell): a dropped segment is a gap
+        # in it; capture times may re-anchor on the wall clock (ingest.clock) and look like one.
         ids = self._tracks.update(detections, pts)
         tracked, written = [], []
         for detection, track_id in zip(detections, ids):
@@ -124,5 +122,5 @@ class Analytics:
                 written.append({**detection, "track_id": track_id})
         line["detections"] = written
         self._metrics.tracks_active(self._camera, len(tracked))
-        events += self._counting.frame(tracked, where[1], capture)
+        events += self._counting.frame(tracked, where[1], capture, pts)
         return [{"camera": self._camera, **event, "time": round(now, 6)} for event in events]

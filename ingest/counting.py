@@ -41,9 +41,13 @@ class Tracked:
 
 @dataclass(slots=True)
 class _Member:
+    """A track in a zone: when it came in and was last seen (stream seconds), and that sighting's
+    capture time."""
+
     label: str
     entered: float
     seen: float
+    seen_capture: float
 
 
 @dataclass(slots=True)
@@ -101,11 +105,21 @@ class Counting:
             self._shown.setdefault(state.zone.name, set())
         return gone
 
-    def frame(self, tracked: Sequence[Tracked], size: tuple[int, int], capture_time: float) -> list[Event]:
-        """The events of one answered frame (`size`: width, height), in zone then line order."""
+    def frame(self, tracked: Sequence[Tracked], size: tuple[int, int], capture_time: float,
+              seconds: float | None = None) -> list[Event]:
+        """The events of one answered frame (`size`: width, height), in zone then line order.
+
+        Args:
+            tracked: the frame's tracked boxes.
+            size: the frame's width and height.
+            capture_time: stamped on the events.
+            seconds: the frame's stream time (default `capture_time`), the tracker's clock:
+                dwell and a member's end are judged on it.
+        """
         events: list[Event] = []
+        now = capture_time if seconds is None else seconds
         for state in self._zones:
-            events += self._zone(state, tracked, size, capture_time)
+            events += self._zone(state, tracked, size, now, capture_time)
         for line_state in self._lines:
             events += self._line(line_state, tracked, size, capture_time)
         return events
@@ -122,7 +136,7 @@ class Counting:
             line_state.sized = None  # crossing states belong to the tracks that ended
         return events
 
-    def _zone(self, state: _ZoneState, tracked: Sequence[Tracked], size: tuple[int, int],
+    def _zone(self, state: _ZoneState, tracked: Sequence[Tracked], size: tuple[int, int], now: float,
               capture_time: float) -> list[Event]:
         mine = [t for t in tracked if t.matches(state.zone.classes)]
         inside = _polygon(state, size).trigger(_detections(mine)) if mine else np.zeros(0, bool)
@@ -132,17 +146,16 @@ class Counting:
             present.add(t.track_id)
             member = state.members.get(t.track_id)
             if is_in and member is None:
-                state.members[t.track_id] = _Member(t.label, capture_time, capture_time)
+                state.members[t.track_id] = _Member(t.label, now, now, capture_time)
                 events.append({"event": "entered", "zone": state.zone.name, "track_id": t.track_id, "label": t.label,
                                "capture_time": capture_time})
-            elif is_in and member is not None:
-                member.seen = capture_time
             elif member is not None:
-                del state.members[t.track_id]
-                member.seen = capture_time
-                events.append(_left(state.zone, t.track_id, member))
+                member.seen, member.seen_capture = now, capture_time
+                if not is_in:
+                    del state.members[t.track_id]
+                    events.append(_left(state.zone, t.track_id, member))
         for track_id, member in sorted(state.members.items()):
-            if track_id not in present and capture_time - member.seen > self._lost_s:
+            if track_id not in present and now - member.seen > self._lost_s:
                 del state.members[track_id]
                 events.append(_left(state.zone, track_id, member))
         self._show(state)
@@ -172,7 +185,7 @@ class Counting:
 
 def _left(zone: Zone, track_id: int, member: _Member) -> Event:
     return {"event": "left", "zone": zone.name, "track_id": track_id, "label": member.label,
-            "capture_time": member.seen, "dwell_s": round(member.seen - member.entered, 6)}
+            "capture_time": member.seen_capture, "dwell_s": round(member.seen - member.entered, 6)}
 
 
 def _positions(anchors: Sequence[Anchor]) -> list[sv.Position]:

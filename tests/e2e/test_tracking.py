@@ -62,10 +62,6 @@ def write(path, *cameras) -> None:
     path.write_text(yaml.safe_dump({"cameras": list(cameras)}))
 
 
-def events(ingest: Ingest, camera: str, kind: str) -> list[dict]:
-    return ingest.events(camera, kind)
-
-
 def tally(ingest: Ingest, camera: str) -> Counter:
     """(event, zone or line, label, direction) -> how many."""
     return Counter((e["event"], e.get("zone") or e.get("line"), e["label"], e.get("direction"))
@@ -96,14 +92,14 @@ def test_counts_ids_snapshot_and_a_moved_line_on_live_cameras(detector, videos, 
     ingest = Ingest(tmp_path, detector, ["--config", str(cameras), "--snapshot", str(tmp_path / "snaps")],
                     model=MODEL)
     try:
-        ingest.wait("a crossing on moved", lambda: events(ingest, "moved", "crossed"))
+        ingest.wait("a crossing on moved", lambda: ingest.events("moved", "crossed"))
         write(cameras, camera("live", rtsp.url("resized")), camera("moved", rtsp.url("steady"), gate_x=0.7))
         reloaded = ingest.wait("the reload", lambda: ingest.events(None, "reloaded"))[0]["time"]
-        ingest.wait("the end of both plays", lambda: events(ingest, "live", "disconnected")
-                    and events(ingest, "moved", "disconnected"), timeout=60)
+        ingest.wait("the end of both plays", lambda: ingest.events("live", "disconnected")
+                    and ingest.events("moved", "disconnected"), timeout=60)
         live = ingest.answers("live")
         assert {(a["width"], a["height"]) for a in live} == {SMALL, LARGE}
-        assert events(ingest, "live", "dropped") == [] and len(events(ingest, "live", "connected")) == 1
+        assert ingest.events("live", "dropped") == [] and len(ingest.events("live", "connected")) == 1
         # Red: in the door at the start, out, across the gate, back (a new track at the new size),
         # in, out, across, back, in. Blue mirrors it; its track ends in the door at the new size.
         assert tally(ingest, "live") == {
@@ -119,15 +115,15 @@ def test_counts_ids_snapshot_and_a_moved_line_on_live_cameras(detector, videos, 
         assert ingest.metric("video_ingest_tracks_active", camera="live") == 2
         # The line moved without a reconnect and without ending red's track.
         moved = ingest.answers("moved")
-        assert len(events(ingest, "moved", "connected")) == 1 and len(set(track_ids(moved, "red"))) == 1
+        assert len(ingest.events("moved", "connected")) == 1 and len(set(track_ids(moved, "red"))) == 1
         boxes = {a["capture_time"]: d["box"] for a in moved for d in a["detections"] if d["label"] == "red"}
         step = 0.7 / scenes.MOVE * SMALL[0]
-        for crossing in events(ingest, "moved", "crossed"):
+        for crossing in ingest.events("moved", "crossed"):
             x = 0.7 if crossing["time"] > reloaded else 0.5
             x1, _, x2, _ = boxes[crossing["capture_time"]]
             edge = x1 if crossing["direction"] == "in" else x2  # the whole box just past the line
             assert abs(edge - x * SMALL[0]) <= step + 2, (crossing, edge)
-        assert [e["time"] > reloaded for e in events(ingest, "moved", "crossed")].count(True) >= 2
+        assert [e["time"] > reloaded for e in ingest.events("moved", "crossed")].count(True) >= 2
         # The snapshot: the last frame with the door and the gate drawn where they are.
         picture = np.asarray(Image.open(tmp_path / "snaps" / "live.jpg"))
         height, width = picture.shape[:2]
@@ -159,7 +155,7 @@ def test_ids_and_counts_survive_a_torchserve_restart(detector, videos, tmp_path)
     write(cameras, camera("file", str(videos["steady"])))
     ingest = Ingest(tmp_path, detector, ["--config", str(cameras)], model=MODEL)
     try:
-        ingest.wait("a crossing", lambda: events(ingest, "file", "crossed"))
+        ingest.wait("a crossing", lambda: ingest.events("file", "crossed"))
         detector.stop()
         time.sleep(2)
         detector.start()
@@ -173,5 +169,5 @@ def test_ids_and_counts_survive_a_torchserve_restart(detector, videos, tmp_path)
         ("entered", "door", "red", None): 3, ("left", "door", "red", None): 2,
         ("entered", "door", "blue", None): 2, ("left", "door", "blue", None): 2,
         ("crossed", "gate", "red", "in"): 2, ("crossed", "gate", "red", "out"): 2}
-    [left] = [e for e in events(ingest, "file", "left") if e["label"] == "red"][:1]
+    [left] = [e for e in ingest.events("file", "left") if e["label"] == "red"][:1]
     assert left["dwell_s"] == pytest.approx((scenes.LEAD + 0.15 / 0.7 * scenes.MOVE) / scenes.FPS, abs=0.3)

@@ -225,3 +225,14 @@ def test_track_threshold_decides_which_boxes_start_tracks(threshold, tracked):
     tracks = Tracks(threshold=threshold)
     ids = [tracks.update([{**d, "score": 0.6} for d in moving(n)], n / 30) for n in range(5)]
     assert (ids[-1] == [1, 2]) is tracked and (ids[-1] == [None, None]) is not tracked
+
+
+def test_dwell_and_a_members_end_follow_stream_time_not_a_capture_clock_that_re_anchors():
+    zone = Zone("door", Shape(((0, 0), (60, 0), (60, 100), (0, 100)), False))
+    counting = Counting([zone], [], lost_track_seconds=1.0)
+    here = [Tracked(1, box(10, 10), "person"), Tracked(2, box(20, 10), "person")]
+    assert len(counting.frame(here, (200, 100), 1000.0, 0.0)) == 2  # both entered
+    # The capture clock jumps 20 s ahead (re-anchored); stream time moves 0.1 s: track 2 is unseen.
+    assert counting.frame(here[:1], (200, 100), 1020.0, 0.1) == []
+    [left] = counting.frame([Tracked(1, box(100, 10), "person")], (200, 100), 1020.5, 0.6)
+    assert (left["track_id"], left["capture_time"], left["dwell_s"]) == (1, 1020.5, 0.6)
