@@ -92,7 +92,7 @@ def _fill(slot: np.ndarray, frame: np.ndarray | Deferred, size: tuple[int, int],
         try:
             _decode_into(frame, area)
         except FrameError as err:
-            error = err
+            error = err.detached()
             area.fill(pad_value)
     slot[:top].fill(pad_value)
     slot[top + h:].fill(pad_value)

@@ -19,6 +19,18 @@ class FrameError(Exception):
     #: Metric dimension `Reason` for `video_frames_rejected_total`.
     reason = "bad_input"
 
+    def detached(self) -> FrameError:
+        """This error without its traceback and the errors it was raised from (its message says
+        what went wrong), to be kept as a request's answer.
+
+        A caught error's traceback holds every frame that raised it, and with them the body, the
+        decoded pixels and the FFmpeg decoder; the frame that catches it, holding it, closes a
+        reference cycle. Kept as it was, all of that lived until the cyclic collector ran: a
+        worker answering hostile segments grew by megabytes a batch.
+        """
+        self.__cause__ = self.__context__ = None
+        return self.with_traceback(None)
+
 
 class UnsupportedContentType(FrameError):
     """The Content-Type is not one of the wire protocol's."""

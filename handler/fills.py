@@ -108,7 +108,7 @@ class DeviceFill:
             try:
                 _place(x, i, _on_cpu(frame), corners[i])
             except FrameError as err:
-                failed[i] = err
+                failed[i] = err.detached()
         return failed
 
     def _decode(self, bodies: list[torch.Tensor]) -> list[torch.Tensor] | None:

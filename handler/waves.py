@@ -71,7 +71,7 @@ class Waves:
             # (CUDA), or converted into its float32 one right after decoding (CPU).
             return self._fit(request.decode(self._config, lazy=True))
         except FrameError as err:
-            return err
+            return err.detached()
         except Exception:  # a decoder bug must not sink the batch-mates
             logger.exception("decoding a request failed")
             return InternalError("the handler failed on this request; see the worker log")

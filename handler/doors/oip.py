@@ -114,7 +114,7 @@ def read(item: Mapping[str, object], headers: Mapping[str, object], model: str,
     try:
         parsed = parse(item.get("body"), request_headers, 3 * config.max_clip_pixels + _HEADER_MAX, model)
     except FrameError as err:
-        return Request(None, meta, refused=err)
+        return Request(None, meta, refused=err.detached())
     return Request(parsed, meta)
 
 

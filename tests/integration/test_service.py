@@ -1,5 +1,6 @@
 """The handler driven in-process through a real `ts.context.Context`, as TorchServe's worker does."""
 
+import gc
 import json
 import logging
 
@@ -81,6 +82,34 @@ def test_each_request_gets_its_own_status_and_json(quality, caplog):
     assert "video_frames_rejected_total.Count:1|#ModelName:frame_quality,Level:Model,Reason:bad_input" in metrics
     assert "video_batch_fill_ratio.Ratio:0.125|" in metrics
 
+
+
+def test_refused_requests_leave_no_reference_cycles(quality):
+    """A refused request's error holds no traceback: the frames that raised it (its body, its
+    pixels, its FFmpeg decoder) are freed when it is answered, not when the cyclic collector
+    next runs. Before, a worker answering hostile segments grew by megabytes a batch."""
+    handler, context = quality
+    mp4 = videos.segment("mp4", width=160, height=96, frames=12)
+    jpeg = support.jpeg(support.frame(96, 160, 4))
+    requests = [
+        (videos.cut_inside_last_key_frame(mp4, "mp4"), "video/mp4", {}),  # FFmpeg fails in a decode thread
+        (videos.damage_slices(mp4, "mp4"), "video/mp4", {}),
+        (mp4, "video/mp4", {"X-Sample-Fps": "-3"}),  # a bad header
+        (jpeg[:-500], "image/jpeg", {}),  # fails in a collating thread
+        (b"x", "image/png", {}),
+        (b'{"inputs": [', "application/json", {}),  # the OIP door refuses it
+        (mp4, "video/mp4", {}),
+    ]
+    _serve(handler, context, requests)  # first calls may build caches
+    gc.collect()
+    gc.disable()
+    try:
+        _serve(handler, context, requests)
+        statuses = [context.get_response_status(i)[0] for i in range(len(requests))]
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+    assert statuses == [400] * 6 + [200]
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the worker here has no CUDA device")
 def test_the_decoder_is_logged_at_startup_and_segments_are_counted_by_it(model_dir, caplog):
