@@ -10,9 +10,12 @@ stdin/stdout, one JSON object a line:
 - `{"cmd": "stall", "mount": NAME, "on": true}` stops (false: resumes) its packets, session kept;
 - each command is answered `{"ok": CMD}`.
 
-Each mount is a shared live stream (`videotestsrc` -> x264, a key frame every second, parameter
-sets with every key frame, as IP cameras send), or `NAME=file:PATH`: an H.264 MPEG-TS file played
-once at its own pace (a scripted scene; a new session after its end plays it again). With `--auth` every mount needs basic
+Each mount is a live stream (`videotestsrc` -> x264, a key frame every second, parameter sets with
+every key frame, as IP cameras send), or `NAME=file:PATH`: an H.264 MPEG-TS file played once at
+its own pace (a scripted scene; a new session plays it again). Each client gets its own pipeline:
+gst-rtsp-server 1.22 aborts (`rtsp-media.c:2766 gst_rtsp_media_get_rates: assertion failed`)
+when clients set up one shared media at the same moment; commands apply to every pipeline of the
+mount. With `--auth` every mount needs basic
 credentials, read from the environment `RTSP_USER`/`RTSP_PASSWORD`.
 """
 
@@ -38,7 +41,7 @@ def _file_pipeline(path: str) -> str:
 
 
 class Mount:
-    """One mount's settings and its live pipeline (re-created when clients come back)."""
+    """One mount's settings and its clients' live pipelines."""
 
     def __init__(self, spec: str) -> None:
         name, _, shape = spec.partition("=")
@@ -47,21 +50,24 @@ class Mount:
         width, _, height = size.partition("x")
         self.name, self.width, self.height, self.fps = name, int(width), int(height), int(fps or 15)
         self.stalled = False
-        self.media = None
+        self.medias: set = set()
 
     def configure(self, media) -> None:
-        """Remembers the media and applies the current size and stall state to it."""
-        self.media = media
-        self.apply()
+        """Remembers a client's media until it ends and applies the current size and stall state to it."""
+        self.medias.add(media)
+        media.connect("unprepared", self.medias.discard)
+        self.apply(media)
 
-    def apply(self) -> None:
+    def apply_all(self) -> None:
+        for media in list(self.medias):
+            self.apply(media)
+
+    def apply(self, media) -> None:
         from gi.repository import Gst
 
-        if self.media is None:
-            return
-        element = self.media.get_element()
         if self.file:
             return
+        element = media.get_element()
         caps = element.get_by_name("caps")
         caps.set_property("caps", Gst.Caps.from_string(
             f"video/x-raw,format=I420,width={self.width},height={self.height},framerate={self.fps}/1"))
@@ -105,7 +111,6 @@ def main() -> int:
         mounts[mount.name] = mount
         factory = GstRtspServer.RTSPMediaFactory()
         factory.set_launch(_file_pipeline(mount.file) if mount.file else _pipeline(mount.width, mount.height, mount.fps))
-        factory.set_shared(True)
         factory.connect("media-configure", lambda _f, media, m=mount: m.configure(media))
         permissions = Gst.Structure.new_empty(role)
         permissions.set_value("media.factory.access", True)
@@ -124,7 +129,7 @@ def main() -> int:
             mount.width, mount.height = int(order["width"]), int(order["height"])
         elif order["cmd"] == "stall":
             mount.stalled = bool(order["on"])
-        mount.apply()
+        mount.apply_all()
         print(json.dumps({"ok": order["cmd"]}), flush=True)
         return False
 
