@@ -3,6 +3,7 @@ import shutil
 import pytest
 
 from tests.e2e.server import TorchServe, build_archives
+from tsutil.server import env_port_offset
 
 
 def pytest_collection_modifyitems(items):
@@ -20,8 +21,17 @@ def archives(tmp_path_factory):
     return store
 
 
-@pytest.fixture(scope="module")
+#: The shared TorchServe's ports sit this far above `$VIDEO_TS_PORT_OFFSET`: clear of the servers
+#: that modules start for themselves, on the plain offset, while it runs.
+SHARED_PORT_OFFSET = 100
+
+
+@pytest.fixture(scope="session")
 def server(archives, tmp_path_factory):
-    ts = TorchServe(tmp_path_factory.mktemp("torchserve"), archives).start()
+    """The shipped config.properties and archives, started once for every module that needs no
+    more (a start costs about 15 s). Its history is shared: a test counts from what it sees first
+    (log lines, metrics), never from zero."""
+    ts = TorchServe(tmp_path_factory.mktemp("torchserve"), archives,
+                    port_offset=env_port_offset() + SHARED_PORT_OFFSET).start()
     yield ts
     ts.stop()

@@ -63,6 +63,8 @@ def _wait(predicate, timeout, what):
 
 def test_prometheus_sees_every_frame_and_the_saturation_alert(server, prometheus):
     _wait(lambda: _query(prometheus, 'up{job="torchserve"} == 1'), 30, "the scrape target to be up")
+    frames = 'sum(video_frames_total{ModelName="frame_quality"})'
+    before = sum(_query(prometheus, frames).values())  # the shared server's earlier frames (0: none yet)
     body = support.jpeg(support.frame(720, 1280, 2))
     sent, statuses, stop = [0], [], threading.Event()
     lock = threading.Lock()
@@ -93,6 +95,5 @@ def test_prometheus_sees_every_frame_and_the_saturation_alert(server, prometheus
     assert firing[0]["labels"]["ModelName"] == "frame_quality"
     assert list(average.values())[0] > 1
     assert set(statuses) == {200}
-    frames = 'sum(video_frames_total{ModelName="frame_quality"})'
-    _wait(lambda: list(_query(prometheus, frames).values()) == [float(sent[0])], 30,
-          f"video_frames_total to reach the {sent[0]} frames sent")
+    _wait(lambda: list(_query(prometheus, frames).values()) == [before + sent[0]], 30,
+          f"video_frames_total to grow by the {sent[0]} frames sent")
