@@ -12,11 +12,12 @@ stdin/stdout, one JSON object a line:
 
 Each mount is a live stream (`videotestsrc` -> x264, a key frame every second, parameter sets with
 every key frame, as IP cameras send), or `NAME=file:PATH`: an H.264 MPEG-TS file played once at
-its own pace (a scripted scene; a new session plays it again). Each client gets its own pipeline:
-gst-rtsp-server 1.22 aborts (`rtsp-media.c:2766 gst_rtsp_media_get_rates: assertion failed`)
-when clients set up one shared media at the same moment; commands apply to every pipeline of the
-mount. With `--auth` every mount needs basic
-credentials, read from the environment `RTSP_USER`/`RTSP_PASSWORD`.
+its own pace (a scripted scene; a new session plays it again). With `--auth` every mount needs
+basic credentials, read from the environment `RTSP_USER`/`RTSP_PASSWORD`.
+
+Each client gets its own pipeline, and commands apply to every pipeline of the mount: given one
+shared media, gst-rtsp-server 1.22 aborts (`rtsp-media.c:2766 gst_rtsp_media_get_rates:
+assertion failed`) when clients set it up at the same moment.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class Mount:
         self.apply(media)
 
     def apply_all(self) -> None:
+        """Applies the current size and stall state to every client's media."""
         for media in list(self.medias):
             self.apply(media)
 

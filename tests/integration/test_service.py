@@ -83,7 +83,6 @@ def test_each_request_gets_its_own_status_and_json(quality, caplog):
     assert "video_batch_fill_ratio.Ratio:0.125|" in metrics
 
 
-
 def test_refused_requests_leave_no_reference_cycles(quality):
     """A refused request's error holds no traceback: the frames that raised it (its body, its
     pixels, its FFmpeg decoder) are freed when it is answered, not when the cyclic collector
@@ -110,6 +109,7 @@ def test_refused_requests_leave_no_reference_cycles(quality):
     finally:
         gc.enable()
     assert statuses == [400] * 6 + [200]
+
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the worker here has no CUDA device")
 def test_the_decoder_is_logged_at_startup_and_segments_are_counted_by_it(model_dir, caplog):
