@@ -2,7 +2,13 @@
 
 Called with each unit's result lines once they are in sequence order (the camera's sequencer
 holds them back until then): adds `track_id` to the detections it writes, the zone and line
-events after the frame they happened in, the metrics, and the `--snapshot` picture.
+events after the frame they happened in, the metrics, and the `--snapshot` picture (drawn and
+written by a background writer, never on this path).
+
+When tracks end (DESIGN section 13): the tracker ends them (unseen `lost_track_seconds` of
+stream time), it starts anew (a new connection, a new frame size, stream time going back: the
+one rule for time is the tracker's), or the camera goes down (`end`, after the lines of the
+connection's last units). Their zones' `left` events follow at once.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ Line = dict[str, Any]
 
 
 class Analytics:
-    """One camera's tracks and counts. Thread-safe (`release` and `reconfigure` may race).
+    """One camera's tracks and counts. Thread-safe (`release`, `end` and `reconfigure` may race).
 
     Args:
         camera: the camera's name.
@@ -41,33 +47,37 @@ class Analytics:
         self._scene = scene
         self._tracks = Tracks(scene.lost_track_seconds, scene.track_threshold)
         self._counting = Counting(
-            scene.zones, scene.lines, scene.lost_track_seconds,
+            scene.zones, scene.lines,
             lambda zone, label, n: self._metrics.zone_objects(self._camera, zone, label, n),
-            lambda line, direction, label: self._metrics.crossed(self._camera, line, direction, label))
-        self._snapshots = Snapshots(snapshots, camera, scene.snapshot_seconds) if snapshots else None
+            lambda line, direction, label: self._metrics.crossed(self._camera, line, direction, label),
+            self._failed)
+        self._snapshots = Snapshots(snapshots, camera, scene.snapshot_seconds, self._failed) if snapshots else None
         self._where: tuple[int, tuple[int, int]] | None = None  # (session, size) the tracker follows
-        self._pts = float("-inf")
+        self._active: int | None = None  # what video_ingest_tracks_active says
         self._warned = False
         self._failures = 0
+        self._closed = False
 
-    def reconfigure(self, scene: Scene) -> None:
-        """New settings from a reload: the tracks go on (unless tracking was turned off)."""
+    def reconfigure(self, scene: Scene, now: float) -> list[Line]:
+        """New settings from a reload, for the next frame: the tracks go on, with the tracker's
+        new `lost_track_seconds` and `track_threshold` (unless tracking was turned off: then
+        every track ends). Returns the events of the tracks that ended."""
         with self._lock:
+            events = []
             if not scene.track:
-                self._tracks.reset()
-                self._where = None
-            self._tracks.lost_track_seconds = scene.lost_track_seconds  # from the next tracker on
-            self._tracks.threshold = scene.track_threshold
-            for zone in self._counting.reconfigure(scene.zones, scene.lines, scene.lost_track_seconds):
+                events = self._end_all()
+            self._tracks.configure(scene.lost_track_seconds, scene.track_threshold)
+            for zone in self._counting.reconfigure(scene.zones, scene.lines):
                 self._metrics.remove_zone(self._camera, zone)
             if self._snapshots is not None:
                 self._snapshots.every_s = scene.snapshot_seconds
             self._scene = scene
+            return self._stamped(events, now)
 
     def release(self, unit: Unit | None, lines: list[Line], now: float) -> list[Line]:
         """`lines` (one unit's, in order) with track ids, followed each by its frame's events."""
         with self._lock:
-            if not self._scene.track and self._snapshots is None:
+            if self._closed or (not self._scene.track and self._snapshots is None):
                 return lines
             out: list[Line] = []
             for line in lines:
@@ -80,16 +90,44 @@ class Analytics:
                 self._snapshots.offer(unit, lines[0], self._scene)
             return out
 
+    def end(self, now: float, close: bool = False) -> list[Line]:
+        """The camera went down (or stops, `close`): every track ends; its zones' `left` events
+        are returned, the zone gauges and `video_ingest_tracks_active` go to 0. After `close`
+        nothing is counted or set again."""
+        with self._lock:
+            if self._closed:
+                return []
+            events = self._stamped(self._end_all(), now)
+            if close:
+                self._closed = True
+                if self._snapshots is not None:
+                    self._snapshots.close()
+            return events
+
+    def _end_all(self) -> list[dict[str, Any]]:
+        self._tracks.reset()
+        self._where = None
+        events = self._counting.end()
+        self._show_active(0)
+        return events
+
     def _guarded(self, unit: Unit, line: Line, now: float) -> list[Line]:
         """`_frame`, whose failure (a bug) is logged and never stops the camera's results."""
         try:
             return self._frame(unit, line, now)
-        except Exception:
-            self._failures += 1
-            if self._failures in (1, 10, 100) or self._failures % 1000 == 0:
-                logger.exception("camera %s: tracking failed on a frame (%d so far); its line is written untracked",
-                                 self._camera, self._failures)
+        except Exception as exc:
+            self._failed("tracking", "", exc)
             return []
+
+    def _failed(self, stage: str, name: str, exc: Exception) -> None:
+        """A stage (tracking, zone, line, snapshot) failed on a frame: counted, and logged at the
+        1st, 10th, 100th, then every 1000th failure."""
+        self._failures += 1
+        self._metrics.analytics_error(self._camera, stage)
+        if self._failures in (1, 10, 100) or self._failures % 1000 == 0:
+            what = f"{stage} {name!r}" if name else stage
+            logger.error("camera %s: %s failed on a frame (%d failures so far; the rest goes on): %s: %s",
+                         self._camera, what, self._failures, type(exc).__name__, exc, exc_info=exc)
 
     def _frame(self, unit: Unit, line: Line, now: float) -> list[Line]:
         detections = line.get("detections")
@@ -100,27 +138,37 @@ class Analytics:
                 self._warned = True
             return []
         events = []
-        where = (unit.session, (int(line["width"]), int(line["height"])))
-        pts = float(line["pts"])
-        if where != self._where or pts <= self._pts:
+        size = (int(line["width"]), int(line["height"]))
+        where = (unit.session, size)
+        if where != self._where:
             if self._where is not None:
+                self._tracks.reset()
                 events += self._counting.end()
-            self._tracks.reset()
             self._where = where
-        self._pts = pts
         capture = float(line["capture_time"])
         # The stream's own clock (for the tracker and the zones' dwell): a dropped segment is a gap
         # in it; capture times may re-anchor on the wall clock (ingest.clock) and look like one.
+        pts = float(line["pts"])
         ids = self._tracks.update(detections, pts)
+        events += self._counting.end_tracks(self._tracks.ended)
         tracked, written = [], []
+        display = self._scene.display_threshold
         for detection, track_id in zip(detections, ids):
             if track_id is None:
                 continue
             tracked.append(Tracked(track_id, tuple(detection["box"]), str(detection.get("label", "")),
                                    detection.get("class_id")))
-            if float(detection.get("score", 1.0)) >= self._scene.display_threshold:
+            if float(detection.get("score", 1.0)) >= display:
                 written.append({**detection, "track_id": track_id})
         line["detections"] = written
-        self._metrics.tracks_active(self._camera, len(tracked))
-        events += self._counting.frame(tracked, where[1], capture, pts)
+        self._show_active(len(tracked))
+        events += self._counting.frame(tracked, size, capture, pts)
+        return self._stamped(events, now)
+
+    def _show_active(self, tracks: int) -> None:
+        if tracks != self._active:
+            self._metrics.tracks_active(self._camera, tracks)
+            self._active = tracks
+
+    def _stamped(self, events: list[dict[str, Any]], now: float) -> list[Line]:
         return [{"camera": self._camera, **event, "time": round(now, 6)} for event in events]

@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from ingest.analytics import Analytics
@@ -31,6 +32,14 @@ RETRY_CAP_S = 2.0
 CORRUPT_SEGMENTS_IN_A_ROW = 3
 
 
+@dataclass(frozen=True, slots=True)
+class _Ended:
+    """A connection ended: its tracks end, after the lines of its units (the sequencer's order)."""
+
+
+Released = tuple[Unit | None, list[dict[str, Any]]] | _Ended
+
+
 class CameraWorker:
     """Runs one camera: `start()`, later `stop()` then `drain(deadline)`."""
 
@@ -38,9 +47,10 @@ class CameraWorker:
         self.camera = camera
         self._shared = shared
         self._analytics = Analytics(camera.name, camera.scene, shared.metrics, shared.snapshots)
-        self._sequencer: Sequencer[tuple[Unit | None, list[dict[str, Any]]]] = Sequencer(self._release)
+        self._sequencer: Sequencer[Released] = Sequencer(self._release)
         self._queue = SendQueue(camera.max_in_flight, camera.effective_policy, self._dropped_unit)
-        self._reader = Reader(camera, shared, self._sequencer.issue, self._emit, self._dropped_early)
+        self._reader = Reader(camera, shared, self._sequencer.issue, self._emit, self._dropped_early,
+                              lambda: self._sequencer.after_all(_Ended()))
         self._abandon = threading.Event()
         self._lock = threading.Lock()
         self._in_flight: dict[int, Unit] = {}
@@ -61,10 +71,13 @@ class CameraWorker:
 
     def reconfigure(self, camera: Camera) -> None:
         """The same camera with a new scene (zones, lines, tracking): applied to the next answers."""
-        self._analytics.reconfigure(camera.scene)
+        self._shared.lines.write(self._analytics.reconfigure(camera.scene, self._shared.now()))
         self.camera = camera
 
-    def _release(self, item: tuple[Unit | None, list[dict[str, Any]]]) -> None:
+    def _release(self, item: Released) -> None:
+        if isinstance(item, _Ended):
+            self._shared.lines.write(self._analytics.end(self._shared.now()))
+            return
         unit, lines = item
         self._shared.lines.write(self._analytics.release(unit, lines, self._shared.now()))
 
@@ -96,6 +109,8 @@ class CameraWorker:
             self._shared.metrics.dropped(self.camera.name, "shutdown")
             self._sequencer.done(unit.seq, (None, [self._line("dropped", segment=unit.seq, reason="shutdown",
                                                                in_flight=True)]))
+        # Every unit is written now: the camera's tracks end, its members leave, before `stopped`.
+        self._shared.lines.write(self._analytics.end(self._shared.now(), close=True))
         counts = {k: self.counts[k] for k in ("sent", "answered", "abandoned", "in_flight_at_stop", "queued_at_stop")}
         self._shared.lines.event(self.camera.name, "stopped", **counts, dropped=dict(sorted(self.drops.items())))
         self._shared.metrics.remove(self.camera.name)

@@ -1,29 +1,44 @@
 """Zones and lines over one camera's tracks: `entered` / `left` (with dwell) and `crossed` events.
 
-A line counts as supervision's `LineZone` does (it does the counting): a track crosses when all
-of the line's anchors of its box (default: the four corners) are on the other side of the line
-from the side it was last confirmed on, for `min_frames` frames in a row; a box on the line is on
-neither side, and only boxes between the line's two ends (perpendicular to it) count. Direction
-`in` is supervision's `crossed_in`: from the right of the line to its left, looking from `from`
-to `to` on the picture (x to the right, y down), e.g. left to right across a line drawn top to
-bottom. A zone holds a track while its anchor (default bottom centre, supervision's
-`PolygonZone`) is inside the polygon; a track that ends inside (unseen for the tracker's
-`lost_track_seconds`, or the tracker reset) leaves it then.
+Counting owns its memory (DESIGN section 13): a track's side of each line and its membership of
+each zone are kept, keyed by track id, for as long as the tracker keeps the track, whatever the
+detector missed in between; they end when the tracker ends the track (`end_tracks`), starts
+anew or the camera goes down (`end`). The geometry is supervision's (0.31): its `PolygonZone`
+mask decides what is inside a zone, and its `LineZone` rule which side of a line a box is on.
+
+A line: a box is on a side when every one of the line's anchors (default: the four corners) is
+on it and between the line's two ends (perpendicular to it); a box on the line is on neither. A
+track's first side seeds it; it crosses when it is on the other side for `min_frames` of its
+sightings in a row (frames it is unseen, on the line or past an end neither extend nor break the
+run), and is counted then, once, even if it was never seen on the line. `in` is supervision's
+`crossed_in`: from the right of the line to its left, looking from `from` to `to` on the picture
+(x to the right, y down), e.g. left to right across a line drawn top to bottom.
+
+A zone holds a track from the frame its anchor (default bottom centre) is seen inside to the
+frame it is seen outside, or its track ends (then it leaves at its last sighting).
+
+Classes are judged by the label a track has when it counts: a track whose class flips (car to
+truck) keeps its sides and its membership; a crossing or an entry is counted only if the label
+it has then is one of the shape's `classes`, and events carry that label.
+
+Each zone and line is judged on its own: one that fails (a bug) leaves its state as it was, and
+the others' events and state are unaffected; the failure goes to `failed`.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from ingest.scene import Anchor, Line, Zone
 
-if TYPE_CHECKING:
-    import supervision as sv
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +56,8 @@ class Tracked:
 
 @dataclass(slots=True)
 class _Member:
-    """A track in a zone: when it came in and was last seen (stream seconds), and that sighting's
-    capture time."""
+    """A track in a zone: its label, when it came in and was last seen (stream seconds), and
+    that sighting's capture time."""
 
     label: str
     entered: float
@@ -51,22 +66,79 @@ class _Member:
 
 
 @dataclass(slots=True)
+class _Side:
+    """A track's place relative to a line: the side it was last confirmed on (True: the `in`
+    side) and its sightings in a row on the other one."""
+
+    confirmed: bool
+    run: int = 0
+
+
+Event = dict[str, Any]
+Bools = npt.NDArray[np.bool_]
+#: metrics sinks: zone gauge (zone, label, objects) and line counter (line, direction, label)
+ZoneGauge = Callable[[str, str, int], None]
+LineCounter = Callable[[str, str, str], None]
+#: told of a zone or line that failed on a frame: ("zone" or "line", its name, the error)
+Failed = Callable[[str, str, Exception], None]
+
+
+def _every(values: Bools) -> Bools:
+    """`[n, k]` -> `[n]`: all of each row."""
+    return cast(Bools, values.all(axis=1))
+
+
+def _anchors(boxes: npt.NDArray[np.float64], anchors: Sequence[Anchor]) -> npt.NDArray[np.float64]:
+    """`[n, len(anchors), 2]`: each box's anchor points (x, y)."""
+    fx = np.array([a.fraction[0] for a in anchors])
+    fy = np.array([a.fraction[1] for a in anchors])
+    x1, y1, x2, y2 = boxes[:, 0, None], boxes[:, 1, None], boxes[:, 2, None], boxes[:, 3, None]
+    return np.stack([x1 + fx * (x2 - x1), y1 + fy * (y2 - y1)], axis=2)
+
+
+@dataclass(slots=True)
 class _ZoneState:
     zone: Zone
     members: dict[int, _Member] = field(default_factory=dict)
-    sized: tuple[tuple[int, int], sv.PolygonZone] | None = None
+    shown: Counter[str] = field(default_factory=Counter)  # what the gauges say now
+    sized: tuple[tuple[int, int], npt.NDArray[np.bool_]] | None = None
+
+    def inside(self, boxes: npt.NDArray[np.float64], size: tuple[int, int]) -> Bools:
+        """Whether every anchor of each box is inside the polygon (supervision's mask)."""
+        if self.sized is None or self.sized[0] != size:
+            import supervision as sv
+
+            points = np.round(np.array(self.zone.polygon.pixels(*size))).astype(np.int64)
+            self.sized = (size, sv.PolygonZone(points, triggering_anchors=[sv.Position.CENTER]).mask.astype(bool))
+        mask = self.sized[1]
+        points = np.rint(_anchors(boxes, self.zone.anchors)).astype(np.int64)
+        x, y = points[..., 0], points[..., 1]
+        height, width = mask.shape
+        within = (x >= 0) & (y >= 0) & (x < width) & (y < height)
+        hits = within & mask[np.clip(y, 0, height - 1), np.clip(x, 0, width - 1)]
+        return _every(hits)
 
 
 @dataclass(slots=True)
 class _LineState:
     line: Line
-    sized: tuple[tuple[int, int], sv.LineZone] | None = None
+    sides: dict[int, _Side] = field(default_factory=dict)
+    sized: tuple[tuple[int, int], tuple[float, float, float, float]] | None = None
 
-
-Event = dict[str, Any]
-#: metrics sinks: zone gauge (zone, label, objects) and line counter (line, direction, label)
-ZoneGauge = Callable[[str, str, int], None]
-LineCounter = Callable[[str, str, str], None]
+    def sides_of(self, boxes: npt.NDArray[np.float64], size: tuple[int, int]) -> tuple[Bools, Bools]:
+        """(on a side, on the `in` side) of each box: all anchors between the line's ends and on
+        one side (supervision's `LineZone` rule)."""
+        if self.sized is None or self.sized[0] != size:
+            (x1, y1), (x2, y2) = self.line.segment.pixels(*size)
+            self.sized = (size, (x1, y1, x2 - x1, y2 - y1))
+        sx, sy, dx, dy = self.sized[1]
+        points = _anchors(boxes, self.line.anchors)
+        px, py = points[..., 0] - sx, points[..., 1] - sy
+        along = dx * px + dy * py  # within the ends: 0 <= along <= |d|^2
+        between = _every((along >= 0) & (along <= dx * dx + dy * dy))
+        left = dx * py - dy * px < 0
+        inward, outward = _every(left), _every(~left)
+        return between & (inward | outward), inward
 
 
 class Counting:
@@ -75,111 +147,155 @@ class Counting:
     Args:
         zones: the camera's zones.
         lines: the camera's lines.
-        lost_track_seconds: a member unseen this long has left (its track ended).
-        zone_gauge: sets the objects of a zone and label.
+        zone_gauge: sets the objects of a zone and label (called on a change only).
         line_counter: counts one crossing of a line, direction and label.
+        failed: told of a zone or line that failed on a frame (its state stays as it was).
     """
 
-    def __init__(self, zones: Sequence[Zone], lines: Sequence[Line], lost_track_seconds: float,
-                 zone_gauge: ZoneGauge = lambda *_: None, line_counter: LineCounter = lambda *_: None) -> None:
+    def __init__(self, zones: Sequence[Zone], lines: Sequence[Line], zone_gauge: ZoneGauge = lambda *_: None,
+                 line_counter: LineCounter = lambda *_: None, failed: Failed | None = None) -> None:
         self._zones = [_ZoneState(z) for z in zones]
         self._lines = [_LineState(line) for line in lines]
-        self._lost_s = lost_track_seconds
         self._gauge = zone_gauge
         self._count = line_counter
-        self._shown: dict[str, set[str]] = {}  # zone -> labels whose gauge was set
+        self._failed = failed or _log_failure
 
-    def reconfigure(self, zones: Sequence[Zone], lines: Sequence[Line], lost_track_seconds: float) -> list[str]:
-        """New zones and lines: unchanged ones keep their members and crossing states; returns
-        the names of the zones gone (their gauges are to be removed)."""
-        zone_states = {s.zone: s for s in self._zones}
-        line_states = {s.line: s for s in self._lines}
-        self._zones = [zone_states.get(z) or _ZoneState(z) for z in zones]
-        self._lines = [line_states.get(line) or _LineState(line) for line in lines]
-        self._lost_s = lost_track_seconds
-        kept = {z.name for z in zones}
-        gone = [name for name in self._shown if name not in kept]
-        for name in gone:
-            del self._shown[name]
-        for state in self._zones:  # a zone whose polygon moved is counted from the next frame
-            self._shown.setdefault(state.zone.name, set())
-        return gone
+    def reconfigure(self, zones: Sequence[Zone], lines: Sequence[Line]) -> list[str]:
+        """New zones and lines, matched to the old by name: a zone keeps its members (judged
+        again where they are next seen), a line its tracks' sides unless it moved (its ends or
+        anchors changed: the sides start anew). Returns the names of the zones gone (their
+        gauges are to be removed)."""
+        zone_states = {s.zone.name: s for s in self._zones}
+        line_states = {s.line.name: s for s in self._lines}
+        self._zones = []
+        for zone in zones:
+            state = zone_states.pop(zone.name, None) or _ZoneState(zone)
+            if state.zone != zone:
+                state.zone, state.sized = zone, None
+            self._zones.append(state)
+        self._lines = []
+        for line in lines:
+            old = line_states.get(line.name)
+            if old is None or (old.line.segment, old.line.anchors) != (line.segment, line.anchors):
+                old = _LineState(line)  # a moved line: the tracks' sides of the old one mean nothing
+            old.line = line
+            self._lines.append(old)
+        return list(zone_states)
 
     def frame(self, tracked: Sequence[Tracked], size: tuple[int, int], capture_time: float,
               seconds: float | None = None) -> list[Event]:
         """The events of one answered frame (`size`: width, height), in zone then line order.
 
         Args:
-            tracked: the frame's tracked boxes.
+            tracked: the frame's tracked (confirmed) boxes.
             size: the frame's width and height.
             capture_time: stamped on the events.
-            seconds: the frame's stream time (default `capture_time`), the tracker's clock:
-                dwell and a member's end are judged on it.
+            seconds: the frame's stream time (default `capture_time`), the tracker's clock: a
+                member's dwell is judged on it.
         """
-        events: list[Event] = []
+        if not tracked:
+            return []
         now = capture_time if seconds is None else seconds
+        boxes = np.array([t.box for t in tracked], dtype=np.float64)
+        events: list[Event] = []
         for state in self._zones:
-            events += self._zone(state, tracked, size, now, capture_time)
+            try:
+                events += self._zone(state, tracked, boxes, size, now, capture_time)
+            except Exception as exc:
+                self._failed("zone", state.zone.name, exc)
         for line_state in self._lines:
-            events += self._line(line_state, tracked, size, capture_time)
+            try:
+                events += self._line(line_state, tracked, boxes, size, capture_time)
+            except Exception as exc:
+                self._failed("line", line_state.line.name, exc)
+        return events
+
+    def end_tracks(self, track_ids: Sequence[int]) -> list[Event]:
+        """These tracks ended (the tracker ended them): they leave their zones at their last
+        sighting, and their sides of lines are forgotten."""
+        if not track_ids:
+            return []
+        events = []
+        for state in self._zones:
+            gone = [(t, state.members.pop(t)) for t in sorted(track_ids) if t in state.members]
+            events += [_left(state.zone, t, member) for t, member in gone]
+            if gone:
+                self._show(state)
+        for line_state in self._lines:
+            for t in track_ids:
+                line_state.sides.pop(t, None)
         return events
 
     def end(self) -> list[Event]:
-        """Every track ended (the tracker was reset): members leave at their last sighting."""
+        """Every track ended (the tracker started anew, the camera went down): every member
+        leaves at its last sighting, every side is forgotten, the gauges go to 0."""
         events = []
         for state in self._zones:
-            for track_id, member in sorted(state.members.items()):
-                events.append(_left(state.zone, track_id, member))
+            events += [_left(state.zone, t, member) for t, member in sorted(state.members.items())]
             state.members.clear()
             self._show(state)
         for line_state in self._lines:
-            line_state.sized = None  # crossing states belong to the tracks that ended
+            line_state.sides.clear()
         return events
 
-    def _zone(self, state: _ZoneState, tracked: Sequence[Tracked], size: tuple[int, int], now: float,
-              capture_time: float) -> list[Event]:
-        mine = [t for t in tracked if t.matches(state.zone.classes)]
-        inside = _polygon(state, size).trigger(_detections(mine)) if mine else np.zeros(0, bool)
+    def _zone(self, state: _ZoneState, tracked: Sequence[Tracked], boxes: npt.NDArray[np.float64],
+              size: tuple[int, int], now: float, capture_time: float) -> list[Event]:
+        inside = state.inside(boxes, size).tolist()
+        came: list[tuple[int, _Member]] = []
+        went: list[int] = []
+        seen: list[tuple[_Member, str]] = []
         events = []
-        present = set()
-        for t, is_in in zip(mine, inside):
-            present.add(t.track_id)
+        for t, is_in in zip(tracked, inside):
             member = state.members.get(t.track_id)
-            if is_in and member is None:
-                state.members[t.track_id] = _Member(t.label, now, now, capture_time)
+            if member is not None:
+                seen.append((member, t.label))
+                if not is_in:
+                    went.append(t.track_id)
+            elif is_in and t.matches(state.zone.classes):
+                came.append((t.track_id, _Member(t.label, now, now, capture_time)))
                 events.append({"event": "entered", "zone": state.zone.name, "track_id": t.track_id, "label": t.label,
                                "capture_time": capture_time})
-            elif member is not None:
-                member.seen, member.seen_capture = now, capture_time
-                if not is_in:
-                    del state.members[t.track_id]
-                    events.append(_left(state.zone, t.track_id, member))
-        for track_id, member in sorted(state.members.items()):
-            if track_id not in present and now - member.seen > self._lost_s:
-                del state.members[track_id]
-                events.append(_left(state.zone, track_id, member))
-        self._show(state)
+        # Everything judged: now the state changes.
+        for member, label in seen:
+            member.seen, member.seen_capture, member.label = now, capture_time, label
+        for track_id in went:
+            events.append(_left(state.zone, track_id, state.members.pop(track_id)))
+        state.members.update(came)
+        if came or went or seen:
+            self._show(state)
         return events
 
     def _show(self, state: _ZoneState) -> None:
         counts = Counter(m.label for m in state.members.values())
-        shown = self._shown.setdefault(state.zone.name, set())
-        for label in shown | set(counts):
-            self._gauge(state.zone.name, label, counts.get(label, 0))
-        shown |= set(counts)
+        for label in state.shown.keys() | counts.keys():
+            if state.shown.get(label) != counts.get(label, 0):
+                self._gauge(state.zone.name, label, counts.get(label, 0))
+                state.shown[label] = counts.get(label, 0)
 
-    def _line(self, state: _LineState, tracked: Sequence[Tracked], size: tuple[int, int],
-              capture_time: float) -> list[Event]:
-        mine = [t for t in tracked if t.matches(state.line.classes)]
-        zone = _segment(state, size)
-        crossed_in, crossed_out = zone.trigger(_detections(mine))
+    def _line(self, state: _LineState, tracked: Sequence[Tracked], boxes: npt.NDArray[np.float64],
+              size: tuple[int, int], capture_time: float) -> list[Event]:
+        on_side, inward = state.sides_of(boxes, size)
+        changes: list[tuple[int, _Side]] = []
         events = []
-        for t, came_in, went_out in zip(mine, crossed_in, crossed_out):
-            if came_in or went_out:
-                direction = "in" if came_in else "out"
-                self._count(state.line.name, direction, t.label)
-                events.append({"event": "crossed", "line": state.line.name, "track_id": t.track_id,
-                               "label": t.label, "direction": direction, "capture_time": capture_time})
+        for i in np.flatnonzero(on_side).tolist():
+            t, side = tracked[i], bool(inward[i])
+            known = state.sides.get(t.track_id)
+            if known is None:
+                changes.append((t.track_id, _Side(side)))
+            elif side == known.confirmed:
+                if known.run:
+                    changes.append((t.track_id, _Side(side)))
+            elif known.run + 1 < state.line.min_frames:
+                changes.append((t.track_id, _Side(known.confirmed, known.run + 1)))
+            else:
+                changes.append((t.track_id, _Side(side)))
+                if t.matches(state.line.classes):
+                    direction = "in" if side else "out"
+                    events.append({"event": "crossed", "line": state.line.name, "track_id": t.track_id,
+                                   "label": t.label, "direction": direction, "capture_time": capture_time})
+        state.sides.update(changes)
+        for event in events:
+            self._count(state.line.name, event["direction"], event["label"])
         return events
 
 
@@ -188,37 +304,5 @@ def _left(zone: Zone, track_id: int, member: _Member) -> Event:
             "capture_time": member.seen_capture, "dwell_s": round(member.seen - member.entered, 6)}
 
 
-def _positions(anchors: Sequence[Anchor]) -> list[sv.Position]:
-    import supervision as sv
-
-    return [sv.Position[a.name] for a in anchors]
-
-
-def _polygon(state: _ZoneState, size: tuple[int, int]) -> sv.PolygonZone:
-    import supervision as sv
-
-    if state.sized is None or state.sized[0] != size:
-        points = np.round(np.array(state.zone.polygon.pixels(*size))).astype(np.int64)
-        state.sized = (size, sv.PolygonZone(points, triggering_anchors=_positions(state.zone.anchors)))
-    return state.sized[1]
-
-
-def _segment(state: _LineState, size: tuple[int, int]) -> sv.LineZone:
-    """The line in this size's pixels (a new size is a new tracker: crossing states start anew)."""
-    import supervision as sv
-
-    if state.sized is None or state.sized[0] != size:
-        (x1, y1), (x2, y2) = state.line.segment.pixels(*size)
-        state.sized = (size, sv.LineZone(sv.Point(x1, y1), sv.Point(x2, y2),
-                                         triggering_anchors=_positions(state.line.anchors),
-                                         minimum_crossing_threshold=state.line.min_frames))
-    return state.sized[1]
-
-
-def _detections(tracked: Sequence[Tracked]) -> sv.Detections:
-    import supervision as sv
-
-    if not tracked:
-        return sv.Detections.empty()
-    return sv.Detections(xyxy=np.array([t.box for t in tracked], dtype=np.float64),
-                         tracker_id=np.array([t.track_id for t in tracked], dtype=np.int64))
+def _log_failure(kind: str, name: str, exc: Exception) -> None:
+    logger.error("%s %r failed on a frame (its state is kept as it was): %s: %s", kind, name, type(exc).__name__, exc)

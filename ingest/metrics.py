@@ -30,6 +30,9 @@ class Metrics:
                                   ["camera", "line", "direction", "label"], registry=r)
         self._tracks = Gauge("video_ingest_tracks_active", "tracked objects in the latest answered frame",
                              ["camera"], registry=r)
+        self._analytics_errors = Counter("video_ingest_analytics_errors",
+                                         "frames a stage of tracking and counting failed on (a bug; logged)",
+                                         ["camera", "stage"], registry=r)
         self._lock = threading.Lock()
         self._series: dict[str, set[tuple[Counter | Gauge, tuple[str, ...]]]] = {}
 
@@ -73,6 +76,10 @@ class Metrics:
 
     def tracks_active(self, camera: str, tracks: int) -> None:
         self._child(self._tracks, camera).set(tracks)
+
+    def analytics_error(self, camera: str, stage: str) -> None:
+        """A stage (tracking, zone, line, snapshot) failed on a frame."""
+        self._child(self._analytics_errors, camera, stage).inc()
 
     def remove_zone(self, camera: str, zone: str) -> None:
         """A zone gone from the camera (a reload): its series go too."""

@@ -103,6 +103,7 @@ class Sequencer(Generic[T]):
         self._next = 0
         self._issued = 0
         self._ready: dict[int, T] = {}
+        self._after: dict[int, list[T]] = {}  # items written once everything before that number is
 
     def issue(self) -> int:
         """The next sequence number."""
@@ -118,3 +119,14 @@ class Sequencer(Generic[T]):
             while self._next in self._ready:
                 self._write(self._ready.pop(self._next))
                 self._next += 1
+                for later in self._after.pop(self._next, ()):
+                    self._write(later)
+
+    def after_all(self, item: T) -> None:
+        """Writes `item` once every number issued so far is written (at once if they are), before
+        any later one: e.g. the end of a connection, after the lines of its units."""
+        with self._lock:
+            if self._next == self._issued:
+                self._write(item)
+            else:
+                self._after.setdefault(self._issued, []).append(item)

@@ -48,15 +48,17 @@ class Reader:
         issue: the camera's next sequence number.
         emit: takes each unit (queues it; may wait under the `every` policy).
         dropped: counts a unit lost before it existed (reason).
+        ended: called when a connection has ended (after its last unit was emitted).
     """
 
     def __init__(self, camera: Camera, shared: Shared, issue: Callable[[], int], emit: Callable[[Unit], None],
-                 dropped: Callable[[str], None]) -> None:
+                 dropped: Callable[[str], None], ended: Callable[[], None] = lambda: None) -> None:
         self.camera = camera
         self._shared = shared
         self._issue = issue
         self._emit = emit
         self._dropped = dropped
+        self._ended = ended
         self._clock = CaptureClock(shared.now)
         self.stop = threading.Event()
         self._renew: str | None = None  # why the connection should be made again (set by the senders)
@@ -78,6 +80,7 @@ class Reader:
             started = time.monotonic()
             reason = self._session()
             self._shared.metrics.up(name, False)
+            self._ended()
             if reason is not None:
                 lines.event(name, "disconnected", reason=reason)
             if self.stop.is_set() or (reason == END_OF_STREAM and self.camera.is_file and not self.camera.loop):

@@ -15,6 +15,7 @@ change of these settings applies to the running camera without reconnecting it.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -35,11 +36,23 @@ class Anchor(enum.Enum):
     BOTTOM_LEFT = "bottom_left"
     BOTTOM_RIGHT = "bottom_right"
 
+    @property
+    def fraction(self) -> tuple[float, float]:
+        """Where it lies in a box, as fractions of its width and height from the top left."""
+        return _FRACTIONS[self]
+
+
+_FRACTIONS = {Anchor.CENTER: (0.5, 0.5), Anchor.BOTTOM_CENTER: (0.5, 1.0), Anchor.TOP_CENTER: (0.5, 0.0),
+              Anchor.CENTER_LEFT: (0.0, 0.5), Anchor.CENTER_RIGHT: (1.0, 0.5), Anchor.TOP_LEFT: (0.0, 0.0),
+              Anchor.TOP_RIGHT: (1.0, 0.0), Anchor.BOTTOM_LEFT: (0.0, 1.0), Anchor.BOTTOM_RIGHT: (1.0, 1.0)}
+
 
 #: A line's default: all four corners must have crossed (supervision's LineZone default).
 CORNERS = (Anchor.TOP_LEFT, Anchor.TOP_RIGHT, Anchor.BOTTOM_LEFT, Anchor.BOTTOM_RIGHT)
 
 Point = tuple[float, float]
+#: No frame is wider or taller (the handler's own limit is lower): a coordinate past it is a typo.
+MAX_PIXELS = 16384
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +191,9 @@ def _named(raw: Any, key: str, build: Callable[[Mapping[str, Any], str], Any]) -
 def _zone(entry: Mapping[str, Any], where: str) -> Zone:
     _known(entry, where, ("name", "polygon", "classes", "anchor"))
     polygon = _shape(entry.get("polygon"), f"{where}: polygon", 3, None)
+    if _area(polygon.points) <= (1e-9 if polygon.fractions else 1e-3):
+        raise SceneError(f"{where}: polygon {[list(p) for p in polygon.points]} has no area (its points are on "
+                         "one line): give three or more corners that enclose the zone")
     anchor = _anchors(entry.get("anchor", Anchor.BOTTOM_CENTER.value), where, "anchor")
     return Zone(entry["name"], polygon, _classes(entry.get("classes"), where), anchor)
 
@@ -188,7 +204,8 @@ def _line(entry: Mapping[str, Any], where: str) -> Line:
         raise SceneError(f"{where}: give `from: [x, y]` and `to: [x, y]`")
     segment = _shape([entry["from"], entry["to"]], f"{where}: from/to", 2, 2)
     if segment.points[0] == segment.points[1]:
-        raise SceneError(f"{where}: `from` and `to` are the same point: give a line two ends")
+        raise SceneError(f"{where}: `from` and `to` are the same point: a line of zero length counts nothing; "
+                         "give it two ends")
     anchors = _anchors(entry["anchors"], where, "anchors") if "anchors" in entry else CORNERS
     min_frames = entry.get("min_frames", 1)
     if isinstance(min_frames, bool) or not isinstance(min_frames, int) or not 1 <= min_frames <= 1000:
@@ -209,18 +226,36 @@ def _shape(raw: Any, where: str, least: int, most: int | None) -> Shape:
     points = []
     for point in raw:
         if (not isinstance(point, list) or len(point) != 2
-                or any(isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 for v in point)):
-            raise SceneError(f"{where}: {point!r} is not a point: write [x, y] with numbers of 0 or more")
+                or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in point)):
+            raise SceneError(f"{where}: {point!r} is not a point: write [x, y] with two numbers")
+        if not all(math.isfinite(v) and 0 <= v <= MAX_PIXELS for v in point):
+            raise SceneError(f"{where}: {point!r} is off any frame: write coordinates from 0 to 1 (fractions of "
+                             f"the frame) or from 0 to {MAX_PIXELS} (pixels)")
         points.append((float(point[0]), float(point[1])))
-    return Shape(tuple(points), fractions=all(v <= 1 for p in points for v in p))
+    values = [v for p in points for v in p]
+    fractions = all(v <= 1 for v in values)
+    mixed = [v for v in values if 0 < v < 1]
+    if not fractions and mixed:
+        raise SceneError(f"{where}: {mixed[0]:g} is a fraction of the frame but {max(values):g} is pixels: write "
+                         "every point of the shape in fractions (0 to 1) or every one in pixels")
+    return Shape(tuple(points), fractions)
+
+
+def _area(points: tuple[Point, ...]) -> float:
+    """The polygon's area (shoelace), in the squared units of its points."""
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    return abs(sum(xs[i] * ys[i - 1] - xs[i - 1] * ys[i] for i in range(len(points)))) / 2
 
 
 def _anchors(raw: Any, where: str, key: str) -> tuple[Anchor, ...]:
     names = raw if isinstance(raw, list) else [raw]
+    choices = ", ".join(a.value for a in Anchor)
+    if not names:
+        raise SceneError(f"{where}: {key} = []: name at least one of {choices}")
     try:
         return tuple(Anchor(str(n).lower()) for n in names)
     except ValueError:
-        raise SceneError(f"{where}: {key} = {raw!r}: use {', '.join(a.value for a in Anchor)}") from None
+        raise SceneError(f"{where}: {key} = {raw!r}: use {choices}") from None
 
 
 def _classes(raw: Any, where: str) -> frozenset[str]:

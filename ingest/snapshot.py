@@ -2,6 +2,9 @@
 frame with its tracked boxes, track ids, zones and lines drawn, so that an operator sees where a
 zone is. Frames mode draws on the JPEG that was sent; segments mode decodes the first frame of
 the segment (only when a picture is due). Written to a temporary name, then renamed.
+
+Decoding, drawing and writing happen on the camera's snapshot thread, never on its result path:
+a picture that falls due while the previous one is still being made (a slow disk) is skipped.
 """
 
 from __future__ import annotations
@@ -9,7 +12,9 @@ from __future__ import annotations
 import io
 import logging
 import os
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,40 +30,86 @@ ZONE_COLOUR = (255, 214, 0)
 LINE_COLOUR = (0, 200, 255)
 BOX_COLOUR = (60, 255, 60)
 
+#: told of a picture that failed: ("snapshot", the path, the error)
+Failed = Callable[[str, str, Exception], None]
+
 
 class Snapshots:
-    """The pictures of one camera.
+    """The pictures of one camera, made by one background thread (started with the first).
 
     Args:
         folder: where `CAMERA.jpg` goes (made if missing).
         camera: the camera's name.
         every_s: seconds between pictures (monotonic clock).
+        failed: told of a picture that could not be made (default: logged).
     """
 
-    def __init__(self, folder: Path, camera: str, every_s: float) -> None:
+    def __init__(self, folder: Path, camera: str, every_s: float, failed: Failed | None = None) -> None:
         self.path = Path(folder) / f"{camera}.jpg"
         self.every_s = every_s
+        self.skipped = 0  # pictures due while the previous one was still being made
+        self.written = 0
+        self._failed = failed or (lambda _, path, exc: logger.warning("snapshot %s not written: %s: %s", path,
+                                                                      type(exc).__name__, exc))
         self._due = 0.0
+        self._ready = threading.Condition()
+        self._job: tuple[Unit, list[dict[str, Any]], Scene] | None = None
+        self._busy = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
 
     def offer(self, unit: Unit, line: dict[str, Any], scene: Scene) -> bool:
-        """Draws `line` (the unit's first answered frame) if a picture is due; True if written."""
+        """Hands `line` (the unit's first answered frame) to the writer if a picture is due and
+        the writer is free; True if handed. Returns at once."""
         now = time.monotonic()
         if now < self._due:
             return False
-        self._due = now + self.every_s
-        try:
-            image = first_frame(unit)
-            if image is None:
+        with self._ready:
+            if self._closed:
                 return False
-            data = draw(image, line.get("detections") or [], scene)
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            partial = self.path.with_name(f".{self.path.name}.part")
-            partial.write_bytes(data)
-            os.replace(partial, self.path)
-        except Exception as exc:  # a picture must never stop the camera's results
-            logger.warning("snapshot %s not written: %s: %s", self.path, type(exc).__name__, exc)
-            return False
+            if self._busy or self._job is not None:
+                self.skipped += 1
+                return False
+            self._due = now + self.every_s
+            self._job = (unit, list(line.get("detections") or []), scene)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=f"snapshot-{self.path.stem}", daemon=True)
+                self._thread.start()
+            self._ready.notify()
         return True
+
+    def close(self) -> None:
+        """No more pictures; the one being made is finished."""
+        with self._ready:
+            self._closed = True
+            self._ready.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while self._job is None and not self._closed:
+                    self._ready.wait()
+                if self._job is None:
+                    return
+                job, self._job, self._busy = self._job, None, True
+            try:
+                self._write(*job)
+            except Exception as exc:  # a picture must never stop the camera
+                self._failed("snapshot", str(self.path), exc)
+            finally:
+                with self._ready:
+                    self._busy = False
+
+    def _write(self, unit: Unit, detections: list[dict[str, Any]], scene: Scene) -> None:
+        image = first_frame(unit)
+        if image is None:
+            return
+        data = draw(image, detections, scene)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.path.with_name(f".{self.path.name}.part")
+        partial.write_bytes(data)
+        os.replace(partial, self.path)
+        self.written += 1
 
 
 def first_frame(unit: Unit) -> Image.Image | None:

@@ -1,101 +1,217 @@
-"""One camera's tracker: Roboflow's `trackers` ByteTrack, driven by the frames' times.
+"""One camera's tracker: ByteTrack over all of a frame's tracks at once, driven by stream time.
 
-Chosen over supervision's `ByteTrack` by measurement (docs/ingest.md, "Tracks"): 2.5 to 3.6 times
-cheaper a frame, and its timestamp mode makes a dropped segment a gap in time (the Kalman filter
-predicts across it), where a frame-counting tracker sees one skipped frame and loses every fast
-object. supervision deprecated its tracker for this one and removed it in 0.31.
+The algorithm and its constants are those of Roboflow's `trackers` 2.6 `ByteTrackTracker` (the
+tracker this bridge used before, chosen by measurement: docs/ingest.md, "Tracks"): a
+constant-velocity Kalman filter on the box corners, high-score boxes matched first by IoU
+(optimal assignment), then the low-score ones to the tracks left, new tracks from unmatched
+high-score boxes, an id on a track's second consecutive match, and a track ended once unseen for
+`lost_track_seconds` of stream time. The difference is the arithmetic: that library runs one
+8x8 numpy Kalman filter (with a 4x4 inverse) per track per frame. With its noise (P = I,
+Q = 0.01 I, R = 0.1 I) every matrix is block-diagonal in the four (coordinate, velocity) pairs
+and all four pairs of a track share one covariance, so a track's filter is 8 numbers of state
+and the 3 of one symmetric 2x2 covariance, and a frame's predict and update are a few array
+operations over every track together (docs/ingest.md, "Performance", for the figures).
 
-Ids are the camera's own, from 1, and never repeat while the camera runs: `reset` (a reconnect,
-a new resolution) starts a new tracker, whose ids map to fresh ones.
+Ids are the camera's own, from 1, and never repeat while the camera runs: a reset (a reconnect,
+a new resolution, stream time going back) ends every track, and new tracks get new ids.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-if TYPE_CHECKING:
-    from trackers import ByteTrackTracker
+#: The frame rate the filter's noise is tuned for: a gap of k / FPS seconds is a step of k frames.
+FPS = 30.0
+#: Steps this close to one frame (4 ms at 30 fps) keep the one-frame process noise.
+_NOMINAL = 0.004 * FPS
+_Q = 0.01  # process noise per frame, position and velocity
+_R = 0.1  # measurement noise
+_MIN_IOU = 0.1  # a match needs at least this overlap
+_CONFIRM = 2  # consecutive matches that give a track its id
+# The columns of a track's row (`Tracks._rows`).
+_POS, _VEL = slice(0, 4), slice(4, 8)
+_P00, _P01, _P11, _UNSEEN_S, _MISSED, _RUN, _ID = range(8, 15)
+_COLUMNS = 15
 
-#: `trackers` counts its lost-track buffer in frames of a 30 fps video.
-_BUFFER_FPS = 30.0
+Floats = npt.NDArray[np.float64]
+Ints = npt.NDArray[np.int64]
 
 
 class Tracks:
     """Track ids for each frame's boxes, in capture order.
 
     Args:
-        lost_track_seconds: a track unseen this long ends.
+        lost_track_seconds: a track unseen this long (stream time) ends.
         threshold: boxes scoring at least this start tracks and are matched first; lower ones
-            only keep tracks alive. (Both apply from the next reset.)
+            only keep tracks alive.
+
+    Attributes:
+        ended: the ids of the tracks that the last `update` or `reset` ended (a counting layer
+            closes them: their zones' `left`, their sides of lines forgotten).
     """
 
     def __init__(self, lost_track_seconds: float = 1.0, threshold: float = 0.5) -> None:
         self.lost_track_seconds = lost_track_seconds
         self.threshold = threshold
-        self._tracker: ByteTrackTracker | None = None
-        self._ids: dict[int, int] = {}  # the tracker's id -> the camera's
         self._issued = 0
+        self.ended: list[int] = []
+        self._clear()
+
+    def _clear(self) -> None:
         self._last: float | None = None
+        # A row a track: x1, y1, x2, y2, their velocities, the 2x2 covariance (p00, p01, p11),
+        # stream seconds and frames since its last match, consecutive matches, its id (0 until
+        # confirmed). One array, so that a frame's predict, update, spawn and prune are one
+        # operation each over every track.
+        self._rows: Floats = np.zeros((0, _COLUMNS))
 
     @property
     def issued(self) -> int:
         """The camera's last id given (0: none yet)."""
         return self._issued
 
-    def reset(self) -> None:
-        """Every track ends; the next frame starts a new tracker (ids go on from `issued`)."""
-        self._tracker = None
-        self._ids = {}
-        self._last = None
+    @property
+    def live(self) -> int:
+        """Confirmed tracks alive now (seen or coasting)."""
+        return int(np.count_nonzero(self._rows[:, _ID]))
+
+    def configure(self, lost_track_seconds: float, threshold: float) -> None:
+        """New settings (a reload), applied from the next frame: the tracks go on."""
+        self.lost_track_seconds = lost_track_seconds
+        self.threshold = threshold
+
+    def reset(self) -> list[int]:
+        """Every track ends; the next frame starts anew (ids go on from `issued`). Returns (and
+        sets `ended` to) the ids of the tracks that ended."""
+        ids = self._rows[:, _ID]
+        self.ended = ids[ids > 0].astype(np.int64).tolist()
+        self._clear()
+        return self.ended
 
     def update(self, detections: Sequence[dict[str, Any]], seconds: float) -> list[int | None]:
         """The track id of each detection (None: not tracked, e.g. a box seen once).
 
         Args:
-            detections: the frame's detections, each with `box` (x1, y1, x2, y2) and `score`.
-            seconds: the frame's time (its stream time, in seconds): a gap in it is a gap in
-                time, across which tracks are predicted; a frame not later than the last one is
-                not tracked.
+            detections: the frame's detections, each with `box` (x1, y1, x2, y2) and `score`;
+                a box or score that is not finite is not tracked.
+            seconds: the frame's stream time: a gap in it is a gap in time, across which tracks
+                are predicted; the same time again is a frame at no distance; an earlier time
+                (the stream started again) ends every track first.
         """
-        import supervision as sv
-
-        if self._last is not None and seconds <= self._last:
-            return [None] * len(detections)
-        self._last = seconds
-        tracker = self._tracker or self._new()
         n = len(detections)
-        frame = sv.Detections(
-            xyxy=np.array([d["box"] for d in detections], dtype=np.float64).reshape(n, 4),
-            confidence=np.array([float(d.get("score", 1.0)) for d in detections], dtype=np.float64),
-            data={"index": np.arange(n)})
-        result = tracker.update(frame, timestamp=seconds)
+        boxes = np.array([d["box"] for d in detections], dtype=np.float64).reshape(n, 4)
+        scores = np.array([d.get("score", 1.0) for d in detections], dtype=np.float64)
+        ended = self.reset() if self._last is not None and seconds < self._last else []
+        elapsed = 1.0 / FPS if self._last is None else seconds - self._last
+        self._last = seconds
         ids: list[int | None] = [None] * n
-        if len(self._ids) > 2 * len(tracker.tracks) + 64:  # memory stays flat over a long run
-            alive = {t.tracker_id for t in tracker.tracks}
-            self._ids = {k: v for k, v in self._ids.items() if k in alive}
-        if result.tracker_id is None or len(result) == 0:  # (an empty answer carries no `index`)
-            return ids
-        for index, tracker_id in zip(result.data["index"], result.tracker_id):
-            if tracker_id >= 0:
-                ids[int(index)] = self._camera_id(int(tracker_id))
+        if elapsed > 0 and len(self._rows):
+            self._predict(elapsed)
+        ended += self._keep(self._rows[:, _UNSEEN_S] <= self.lost_track_seconds)
+        if n:
+            usable = np.isfinite(boxes).all(axis=1) & np.isfinite(scores)
+            strong = scores >= self.threshold
+            high, low = np.flatnonzero(usable & strong), np.flatnonzero(usable & ~strong)
+            (tracks, found), rest, fresh = _associate(self._rows[:, _POS], boxes[high])
+            self._correct(tracks, boxes[high[found]], high[found], ids)
+            (tracks, found), _, _ = _associate(self._rows[rest, _POS], boxes[low])
+            self._correct(rest[tracks], boxes[low[found]], low[found], ids)
+            self._spawn(boxes[high[fresh]])
+        rows = self._rows
+        ended += self._keep((rows[:, _UNSEEN_S] <= self.lost_track_seconds) & ((rows[:, _ID] > 0) | (rows[:, _MISSED] == 0)))
+        self.ended = ended
         return ids
 
-    def _new(self) -> ByteTrackTracker:
-        from trackers import ByteTrackTracker
+    def _predict(self, elapsed: float) -> None:
+        step = elapsed * FPS
+        if abs(step - 1.0) <= _NOMINAL:
+            q00, q01, q11 = _Q, 0.0, _Q
+        else:  # a gap (or a short step): discrete white-noise acceleration over `step` frames
+            q00, q01, q11 = _Q * step**4 / 4, _Q * step**3 / 2, _Q * step**2
+        r = self._rows
+        r[:, _POS] += step * r[:, _VEL]
+        p01, p11 = r[:, _P01].copy(), r[:, _P11].copy()
+        r[:, _P00] += 2 * step * p01 + step * step * p11 + q00
+        r[:, _P01] += step * p11 + q01
+        r[:, _P11] += q11
+        r[r[:, _MISSED] > 0, _RUN] = 0
+        r[:, _MISSED] += 1
+        r[:, _UNSEEN_S] += elapsed
 
-        # One threshold for both (the library's defaults, 0.7 to start a track and 0.6 to be matched
-        # first, are MOT17's: most detectors' people and cars score lower).
-        self._tracker = ByteTrackTracker(lost_track_buffer=max(1, round(self.lost_track_seconds * _BUFFER_FPS)),
-                                         frame_rate=_BUFFER_FPS, track_activation_threshold=self.threshold,
-                                         high_conf_det_threshold=self.threshold)
-        return self._tracker
+    def _correct(self, tracks: Ints, boxes: Floats, detections: Ints, ids: list[int | None]) -> None:
+        """Kalman update of the rows `tracks` with their matched `boxes`; the ids of `detections`."""
+        if not len(tracks):
+            return
+        r = self._rows[tracks]
+        p00, p01, p11 = r[:, _P00], r[:, _P01], r[:, _P11]
+        s = p00 + _R
+        innovation = boxes - r[:, _POS]
+        r[:, _POS] += (p00 / s)[:, None] * innovation
+        r[:, _VEL] += (p01 / s)[:, None] * innovation
+        r[:, _P11] = p11 - p01 * p01 / s
+        r[:, _P01] = p01 * (_R / s)
+        r[:, _P00] = p00 * (_R / s)
+        r[:, _UNSEEN_S:_RUN] = 0.0
+        r[:, _RUN] += 1
+        for row, detection in zip(r, detections.tolist()):
+            if row[_ID] == 0 and row[_RUN] >= _CONFIRM:
+                self._issued += 1
+                row[_ID] = self._issued
+            if row[_ID]:
+                ids[detection] = int(row[_ID])
+        self._rows[tracks] = r
 
-    def _camera_id(self, tracker_id: int) -> int:
-        found = self._ids.get(tracker_id)
-        if found is None:
-            self._issued += 1
-            found = self._ids[tracker_id] = self._issued
-        return found
+    def _spawn(self, boxes: Floats) -> None:
+        if not len(boxes):
+            return
+        new = np.zeros((len(boxes), _COLUMNS))
+        new[:, _POS] = boxes
+        new[:, _P00] = new[:, _P11] = new[:, _RUN] = 1.0
+        self._rows = np.concatenate([self._rows, new])
+
+    def _keep(self, alive: npt.NDArray[np.bool_]) -> list[int]:
+        """Keeps the tracks where `alive`; returns the ids of the confirmed ones that ended."""
+        if alive.all():
+            return []
+        ids = self._rows[~alive, _ID]
+        self._rows = self._rows[alive]
+        ended: list[int] = ids[ids > 0].astype(np.int64).tolist()
+        return ended
+
+
+def iou(a: Floats, b: Floats) -> Floats:
+    """`[len(a), len(b)]` intersection over union of boxes (x1, y1, x2, y2); 0 where the union is
+    empty. (Column by column: on a few boxes, numpy's cost is per call, not per element.)"""
+    ax1, ay1, ax2, ay2 = a[:, 0, None], a[:, 1, None], a[:, 2, None], a[:, 3, None]
+    bx1, by1, bx2, by2 = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
+    overlap = (np.maximum(np.minimum(ax2, bx2) - np.maximum(ax1, bx1), 0)
+               * np.maximum(np.minimum(ay2, by2) - np.maximum(ay1, by1), 0))
+    union = (ax2 - ax1) * (ay2 - ay1) + (bx2 - bx1) * (by2 - by1) - overlap
+    similarity: Floats = np.divide(overlap, union, out=np.zeros_like(overlap), where=union > 0)
+    return similarity
+
+
+def _associate(tracks: Floats, boxes: Floats) -> tuple[tuple[Ints, Ints], Ints, Ints]:
+    """The optimal IoU assignment of `boxes` to `tracks` (pairs overlapping at least `_MIN_IOU`):
+    ((track rows, box rows) matched, tracks unmatched, boxes unmatched), each in row order."""
+    empty = np.zeros(0, np.int64)
+    if not len(tracks) or not len(boxes):
+        return (empty, empty), np.arange(len(tracks)), np.arange(len(boxes))
+    from scipy.optimize import linear_sum_assignment  # type: ignore[import-untyped]
+
+    similarity = iou(tracks, boxes)
+    rows, cols = linear_sum_assignment(similarity, maximize=True)
+    good = similarity[rows, cols] >= _MIN_IOU
+    rows, cols = rows[good].astype(np.int64), cols[good].astype(np.int64)
+    return (rows, cols), _others(len(tracks), rows), _others(len(boxes), cols)
+
+
+def _others(n: int, taken: Ints) -> Ints:
+    """0 .. n-1 without `taken`, in order."""
+    free = np.ones(n, dtype=bool)
+    free[taken] = False
+    return np.flatnonzero(free)

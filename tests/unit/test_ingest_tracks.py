@@ -4,6 +4,7 @@ their direction and hysteresis, zone dwell, ids that never repeat, time gaps, re
 from __future__ import annotations
 
 import io
+import time
 
 import numpy as np
 import pytest
@@ -53,7 +54,27 @@ def test_shapes_in_fractions_follow_the_frame_and_pixels_stay():
     ({"track": True, "lines": [{**GATE, "anchors": ["middle"]}]}, "camera 'c': line 'gate': anchors = ['middle']: use"),
     ({"track": True, "lines": [{**GATE, "colour": "red"}]}, "camera 'c': line 'gate': unknown key(s) colour: use name"),
     ({"track": True, "zones": [{"name": "d", "polygon": [[0, 0], [1, -1], [1, 1]]}]},
-     "camera 'c': zone 'd': polygon: [1, -1] is not a point"),
+     "camera 'c': zone 'd': polygon: [1, -1] is off any frame: write coordinates from 0 to 1"),
+    ({"track": True, "zones": [{"name": "d", "polygon": [[0, 0], [float("nan"), 0.5], [1, 1]]}]},
+     "camera 'c': zone 'd': polygon: [nan, 0.5] is off any frame"),
+    ({"track": True, "lines": [{**GATE, "to": [float("inf"), 1]}]}, "camera 'c': line 'gate': from/to: [inf, 1] is off"),
+    ({"track": True, "lines": [{**GATE, "to": [16385, 1]}]},
+     "camera 'c': line 'gate': from/to: [16385, 1] is off any frame: write coordinates from 0 to 1 (fractions of "
+     "the frame) or from 0 to 16384 (pixels)"),
+    ({"track": True, "zones": [{"name": "d", "polygon": [[0.1, 0.1], [640, 0], [640, 480]]}]},
+     "camera 'c': zone 'd': polygon: 0.1 is a fraction of the frame but 640 is pixels: write every point of the "
+     "shape in fractions (0 to 1) or every one in pixels"),
+    ({"track": True, "zones": [{"name": "d", "polygon": [[0, 0], [0.5, 0.5], [1, 1]]}]},
+     "camera 'c': zone 'd': polygon [[0.0, 0.0], [0.5, 0.5], [1.0, 1.0]] has no area (its points are on one line)"),
+    ({"track": True, "zones": [{"name": "d", "polygon": [[10, 10], [10, 10], [10, 10], [10, 10]]}]},
+     "camera 'c': zone 'd': polygon [[10.0, 10.0], [10.0, 10.0], [10.0, 10.0], [10.0, 10.0]] has no area"),
+    ({"track": True, "lines": [{"name": "g", "from": [200, 100], "to": [200, 100]}]},
+     "camera 'c': line 'g': `from` and `to` are the same point: a line of zero length counts nothing"),
+    ({"track": True, "lines": [{**GATE, "anchors": []}]}, "camera 'c': line 'gate': anchors = []: name at least one of"),
+    ({"track": True, "zones": [{"name": "d", "polygon": DOOR, "anchor": []}]},
+     "camera 'c': zone 'd': anchor = []: name at least one of center, bottom_center"),
+    ({"track": True, "zones": [{"name": "d", "polygon": DOOR, "anchor": "feet"}]},
+     "camera 'c': zone 'd': anchor = 'feet': use center, bottom_center, top_center"),
     ({"track": "yes"}, "camera 'c': track = 'yes': use true or false"),
     ({"track": True, "display_threshold": 1.5}, "camera 'c': display_threshold = 1.5: use a number from 0 to 1"),
     ({"track": True, "lost_track_seconds": 0}, "camera 'c': lost_track_seconds = 0: use a number above 0"),
@@ -77,7 +98,7 @@ def test_a_line_counts_each_whole_crossing_once_left_to_right_in():
     """Vertical line at x = 100, drawn top to bottom: left to right is `in`; a box on the line is
     on neither side; only the line's classes count."""
     crossings = []
-    counting = Counting([], [Line("gate", Shape(((100, 0), (100, 200)), False), frozenset({"person"}))], 1.0,
+    counting = Counting([], [Line("gate", Shape(((100, 0), (100, 200)), False), frozenset({"person"}))],
                         line_counter=lambda *a: crossings.append(a))
     events = []
     path = [40, 60, 85, 95, 105, 130, 150, 130, 95, 85, 60]
@@ -89,7 +110,7 @@ def test_a_line_counts_each_whole_crossing_once_left_to_right_in():
 
 
 def test_min_frames_ignores_a_short_excursion_and_counts_a_stay():
-    counting = Counting([], [Line("gate", Shape(((100, 0), (100, 200)), False), min_frames=3)], 1.0)
+    counting = Counting([], [Line("gate", Shape(((100, 0), (100, 200)), False), min_frames=3)])
     sides = [40, 130, 130, 40, 40, 40, 130, 130, 130, 130]  # 2 frames across: noise; then 3 and more: in
     events = [e for n, x in enumerate(sides) for e in counting.frame([Tracked(1, box(x), "p")], (200, 200), n)]
     assert [(e["direction"], e["capture_time"]) for e in events] == [("in", 8)]
@@ -98,13 +119,15 @@ def test_min_frames_ignores_a_short_excursion_and_counts_a_stay():
 def test_a_zone_reports_entries_dwell_and_a_track_that_ends_inside():
     gauge = {}
     zone = Zone("door", Shape(((0, 0), (60, 0), (60, 100), (0, 100)), False))
-    counting = Counting([zone], [], lost_track_seconds=1.0, zone_gauge=lambda z, label, n: gauge.update({label: n}))
+    counting = Counting([zone], [], zone_gauge=lambda z, label, n: gauge.update({label: n}))
     events = []
     for t, x in enumerate([10, 20, 30, 80, 90, 20]):  # anchor: the bottom centre (x + 10)
         events += counting.frame([Tracked(1, box(x, 10), "person")], (200, 100), float(t))
     assert gauge == {"person": 1}
-    events += counting.frame([], (200, 100), 5.5)  # unseen 0.5 s: still inside
-    events += counting.frame([], (200, 100), 6.5)  # unseen 1.5 s: its track has ended
+    events += counting.frame([], (200, 100), 5.5)  # unseen: still inside, for as long as its track lives
+    events += counting.frame([], (200, 100), 60.0)
+    assert gauge == {"person": 1}
+    events += counting.end_tracks([1])  # the tracker ended it: it leaves at its last sighting
     assert [(e["event"], e["capture_time"], e.get("dwell_s")) for e in events] == [
         ("entered", 0.0, None), ("left", 3.0, 3.0), ("entered", 5.0, None), ("left", 5.0, 0.0)]
     assert gauge == {"person": 0}
@@ -112,12 +135,16 @@ def test_a_zone_reports_entries_dwell_and_a_track_that_ends_inside():
 
 def test_a_reload_keeps_the_members_of_a_zone_that_did_not_change():
     door = Zone("door", Shape(tuple(map(tuple, DOOR)), True))
-    counting = Counting([door], [], 1.0)
+    counting = Counting([door], [])
     assert [e["event"] for e in counting.frame([Tracked(1, box(10), "p")], (200, 100), 0.0)] == ["entered"]
-    gone = counting.reconfigure([door, Zone("yard", Shape(((0.5, 0), (1, 0), (1, 1)), True))], [], 1.0)
+    gone = counting.reconfigure([door, Zone("yard", Shape(((0.5, 0), (1, 0), (1, 1)), True))], [])
     assert gone == []
     assert counting.frame([Tracked(1, box(12), "p")], (200, 100), 0.1) == []  # not entered again
-    assert counting.reconfigure([], [], 1.0) == ["door", "yard"]
+    # The door moved right: its member is judged where it is next seen (outside now: it left).
+    moved = Zone("door", Shape(((0.5, 0), (1, 0), (1, 1), (0.5, 1)), True))
+    assert counting.reconfigure([moved], []) == ["yard"]
+    assert [e["event"] for e in counting.frame([Tracked(1, box(12), "p")], (200, 100), 0.2)] == ["left"]
+    assert counting.reconfigure([], []) == ["door"]
     assert [e["event"] for e in counting.end()] == []
 
 
@@ -129,13 +156,14 @@ def moving(n: int, x0: float = 100.0, speed: float = 8.0) -> list[dict]:
 def test_ids_start_at_one_survive_a_gap_in_time_and_never_repeat_after_a_reset():
     tracks = Tracks(lost_track_seconds=1.0)
     seen = [tracks.update(moving(n), n / 30) for n in range(30)]
-    assert seen[0] == [None, None] and all(ids == [1, 2] for ids in seen[2:])  # confirmed on the next frame
+    assert seen[0] == [None, None] and all(ids == [1, 2] for ids in seen[1:])  # confirmed on the next frame
     after_gap = [tracks.update(moving(n), n / 30) for n in range(45, 60)]  # half a second dropped
-    assert all(ids == [1, 2] for ids in after_gap)
-    assert tracks.update(moving(60), 59 / 30) == [None, None]  # not later than the last frame
-    tracks.reset()
-    again = [tracks.update(moving(n), n / 30) for n in range(5)]
-    assert again[-1] == [3, 4] and tracks.issued == 4
+    assert all(ids == [1, 2] for ids in after_gap) and tracks.ended == []
+    assert tracks.update(moving(60), 59 / 30) == [1, 2]  # the same time again: a frame at no distance
+    assert tracks.update(moving(1), 1 / 30) == [None, None]  # stream time went back: every track ended
+    assert tracks.ended == [1, 2]
+    again = [tracks.update(moving(n), n / 30) for n in range(2, 7)]
+    assert again[-1] == [3, 4] and tracks.issued == 4 and tracks.reset() == [3, 4]
 
 
 def answer(n: int, width: int = 640, height: int = 480, pts: float | None = None, detections=None) -> dict:
@@ -182,9 +210,17 @@ def test_a_snapshot_draws_the_zone_on_the_frame_that_was_sent(tmp_path):
     jpeg = io.BytesIO()
     Image.new("RGB", (640, 480), (40, 40, 40)).save(jpeg, "JPEG")
     analytics.release(Unit(0, jpeg.getvalue(), "image/jpeg", 1000.0, 0.0, 1, session=1), [answer(0)], 1.0)
+    _wait(lambda: (tmp_path / "c.jpg").exists())  # (made by the camera's snapshot thread)
     picture = np.asarray(Image.open(tmp_path / "c.jpg")).astype(int)
     assert picture.shape == (480, 640, 3)
     assert np.abs(picture[120, 320] - ZONE_COLOUR).sum() < 120  # the polygon's top edge, y = 0.25 * 480
+
+
+def _wait(condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
 
 
 class _Worker:
@@ -212,12 +248,14 @@ def test_a_reload_that_changes_only_the_scene_reconfigures_the_running_camera():
     assert len(started) == 1 and not worker.stopped and worker.reconfigured == [moved.scene]
 
 
-def test_a_long_run_keeps_only_the_ids_of_live_tracks():
+def test_a_long_run_keeps_only_the_live_tracks():
     tracks = Tracks(lost_track_seconds=0.2)
+    ended = []
     for n in range(2000):  # a new object every 10 frames, each seen for 5 frames
         tracks.update([{"box": [float(n // 10 % 50) * 30, 10.0, float(n // 10 % 50) * 30 + 20, 30.0], "score": 0.9}]
                       if n % 10 < 5 else [], n / 30)
-    assert tracks.issued == 200 and len(tracks._ids) <= 2 * 1 + 64 + 1
+        ended += tracks.ended
+    assert tracks.issued == 200 and len(tracks._rows) <= 1 and ended == list(range(1, 200))
 
 
 @pytest.mark.parametrize(("threshold", "tracked"), [(0.5, True), (0.7, False)])
@@ -227,9 +265,9 @@ def test_track_threshold_decides_which_boxes_start_tracks(threshold, tracked):
     assert (ids[-1] == [1, 2]) is tracked and (ids[-1] == [None, None]) is not tracked
 
 
-def test_dwell_and_a_members_end_follow_stream_time_not_a_capture_clock_that_re_anchors():
+def test_dwell_follows_stream_time_not_a_capture_clock_that_re_anchors():
     zone = Zone("door", Shape(((0, 0), (60, 0), (60, 100), (0, 100)), False))
-    counting = Counting([zone], [], lost_track_seconds=1.0)
+    counting = Counting([zone], [])
     here = [Tracked(1, box(10, 10), "person"), Tracked(2, box(20, 10), "person")]
     assert len(counting.frame(here, (200, 100), 1000.0, 0.0)) == 2  # both entered
     # The capture clock jumps 20 s ahead (re-anchored); stream time moves 0.1 s: track 2 is unseen.
