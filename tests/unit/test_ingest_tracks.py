@@ -210,7 +210,7 @@ def test_a_snapshot_draws_the_zone_on_the_frame_that_was_sent(tmp_path):
     jpeg = io.BytesIO()
     Image.new("RGB", (640, 480), (40, 40, 40)).save(jpeg, "JPEG")
     analytics.release(Unit(0, jpeg.getvalue(), "image/jpeg", 1000.0, 0.0, 1, session=1), [answer(0)], 1.0)
-    _wait(lambda: (tmp_path / "c.jpg").exists())  # (made by the camera's snapshot thread)
+    _wait((tmp_path / "c.jpg").exists)  # (made by the camera's snapshot thread)
     picture = np.asarray(Image.open(tmp_path / "c.jpg")).astype(int)
     assert picture.shape == (480, 640, 3)
     assert np.abs(picture[120, 320] - ZONE_COLOUR).sum() < 120  # the polygon's top edge, y = 0.25 * 480
