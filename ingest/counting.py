@@ -88,12 +88,19 @@ def _every(values: Bools) -> Bools:
     return cast(Bools, values.all(axis=1))
 
 
-def _anchors(boxes: npt.NDArray[np.float64], anchors: Sequence[Anchor]) -> npt.NDArray[np.float64]:
-    """`[n, len(anchors), 2]`: each box's anchor points (x, y)."""
-    fx = np.array([a.fraction[0] for a in anchors])
-    fy = np.array([a.fraction[1] for a in anchors])
-    x1, y1, x2, y2 = boxes[:, 0, None], boxes[:, 1, None], boxes[:, 2, None], boxes[:, 3, None]
-    return np.stack([x1 + fx * (x2 - x1), y1 + fy * (y2 - y1)], axis=2)
+Floats = npt.NDArray[np.float64]
+
+
+def _anchor_matrix(anchors: Sequence[Anchor]) -> Floats:
+    """`[4, 2k]`: boxes `[n, 4]` times it are their anchors, x of each then y of each (an anchor
+    is a fixed mix of a box's corners)."""
+    k = len(anchors)
+    matrix = np.zeros((4, 2 * k))
+    for j, anchor in enumerate(anchors):
+        fx, fy = anchor.fraction
+        matrix[0, j], matrix[2, j] = 1 - fx, fx
+        matrix[1, k + j], matrix[3, k + j] = 1 - fy, fy
+    return matrix
 
 
 @dataclass(slots=True)
@@ -101,42 +108,60 @@ class _ZoneState:
     zone: Zone
     members: dict[int, _Member] = field(default_factory=dict)
     shown: Counter[str] = field(default_factory=Counter)  # what the gauges say now
-    sized: tuple[tuple[int, int], npt.NDArray[np.bool_]] | None = None
+    sized: tuple[tuple[int, int], npt.NDArray[np.bool_], Floats, int] | None = None  # size, framed mask, clip, row
+    anchors: Floats = field(init=False)
 
-    def inside(self, boxes: npt.NDArray[np.float64], size: tuple[int, int]) -> Bools:
-        """Whether every anchor of each box is inside the polygon (supervision's mask)."""
+    def __post_init__(self) -> None:
+        self.anchors = _anchor_matrix(self.zone.anchors)
+
+    def inside(self, boxes: Floats, size: tuple[int, int]) -> Bools:
+        """Whether every anchor of each box is inside the polygon: supervision's `PolygonZone`
+        mask at the anchor's nearest pixel (off the mask: outside)."""
         if self.sized is None or self.sized[0] != size:
             import supervision as sv
 
             points = np.round(np.array(self.zone.polygon.pixels(*size))).astype(np.int64)
-            self.sized = (size, sv.PolygonZone(points, triggering_anchors=[sv.Position.CENTER]).mask.astype(bool))
-        mask = self.sized[1]
-        points = np.rint(_anchors(boxes, self.zone.anchors)).astype(np.int64)
-        x, y = points[..., 0], points[..., 1]
-        height, width = mask.shape
-        within = (x >= 0) & (y >= 0) & (x < width) & (y < height)
-        hits = within & mask[np.clip(y, 0, height - 1), np.clip(x, 0, width - 1)]
-        return _every(hits)
+            mask = sv.PolygonZone(points, triggering_anchors=[sv.Position.CENTER]).mask.astype(bool)
+            height, width = mask.shape
+            framed = np.zeros((height + 2, width + 2), dtype=bool)  # a false border: anything off the mask
+            framed[1:-1, 1:-1] = mask
+            k = len(self.zone.anchors)
+            # x of each anchor then y, clipped onto the border, in the framed mask's pixels
+            high = np.array([width] * k + [height] * k, dtype=np.float64)
+            self.sized = (size, framed.ravel(), high, width + 2)
+        _, flat, high, row = self.sized
+        k = len(self.zone.anchors)
+        points = np.clip(np.rint(boxes @ self.anchors), -1, high).astype(np.int64) + 1
+        return _every(flat[points[:, k:] * row + points[:, :k]])
 
 
 @dataclass(slots=True)
 class _LineState:
     line: Line
     sides: dict[int, _Side] = field(default_factory=dict)
-    sized: tuple[tuple[int, int], tuple[float, float, float, float]] | None = None
+    sized: tuple[tuple[int, int], Floats, Floats, float] | None = None  # size, weights, bias, |d|^2
 
-    def sides_of(self, boxes: npt.NDArray[np.float64], size: tuple[int, int]) -> tuple[Bools, Bools]:
+    def sides_of(self, boxes: Floats, size: tuple[int, int]) -> tuple[Bools, Bools]:
         """(on a side, on the `in` side) of each box: all anchors between the line's ends and on
-        one side (supervision's `LineZone` rule)."""
+        one side (supervision's `LineZone` rule: the cross product of the line (`from` to `to`)
+        and the anchor is negative on the `in` side)."""
         if self.sized is None or self.sized[0] != size:
             (x1, y1), (x2, y2) = self.line.segment.pixels(*size)
-            self.sized = (size, (x1, y1, x2 - x1, y2 - y1))
-        sx, sy, dx, dy = self.sized[1]
-        points = _anchors(boxes, self.line.anchors)
-        px, py = points[..., 0] - sx, points[..., 1] - sy
-        along = dx * px + dy * py  # within the ends: 0 <= along <= |d|^2
-        between = _every((along >= 0) & (along <= dx * dx + dy * dy))
-        left = dx * py - dy * px < 0
+            dx, dy = x2 - x1, y2 - y1
+            k = len(self.line.anchors)
+            anchors = _anchor_matrix(self.line.anchors)  # -> x of each anchor, then y
+            # Both tests are linear in the anchors, so in the box: cross = dx (y - y1) - dy (x - x1),
+            # along = dx (x - x1) + dy (y - y1), one product for both.
+            weights = np.concatenate([dx * anchors[:, k:] - dy * anchors[:, :k], dx * anchors[:, :k] + dy * anchors[:, k:]],
+                                     axis=1)
+            bias = np.concatenate([np.full(k, dy * x1 - dx * y1), np.full(k, -dx * x1 - dy * y1)])
+            self.sized = (size, weights, bias, dx * dx + dy * dy)
+        _, weights, bias, length2 = self.sized
+        k = len(self.line.anchors)
+        values = boxes @ weights + bias
+        cross, along = values[:, :k], values[:, k:]
+        between = _every((along >= 0) & (along <= length2))
+        left = cross < 0
         inward, outward = _every(left), _every(~left)
         return between & (inward | outward), inward
 

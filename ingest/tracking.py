@@ -68,6 +68,7 @@ class Tracks:
         # confirmed). One array, so that a frame's predict, update, spawn and prune are one
         # operation each over every track.
         self._rows: Floats = np.zeros((0, _COLUMNS))
+        self._steps: dict[float, tuple[Floats, Floats]] = {}  # a step's (transition, offset)
 
     @property
     def issued(self) -> int:
@@ -108,7 +109,7 @@ class Tracks:
         ended = self.reset() if self._last is not None and seconds < self._last else []
         elapsed = 1.0 / FPS if self._last is None else seconds - self._last
         self._last = seconds
-        ids: list[int | None] = [None] * n
+        ids = np.zeros(n, dtype=np.int64)
         if elapsed > 0 and len(self._rows):
             self._predict(elapsed)
         ended += self._keep(self._rows[:, _UNSEEN_S] <= self.lost_track_seconds)
@@ -124,26 +125,23 @@ class Tracks:
         rows = self._rows
         ended += self._keep((rows[:, _UNSEEN_S] <= self.lost_track_seconds) & ((rows[:, _ID] > 0) | (rows[:, _MISSED] == 0)))
         self.ended = ended
-        return ids
+        return [int(i) or None for i in ids.tolist()]
 
     def _predict(self, elapsed: float) -> None:
-        step = elapsed * FPS
-        if abs(step - 1.0) <= _NOMINAL:
-            q00, q01, q11 = _Q, 0.0, _Q
-        else:  # a gap (or a short step): discrete white-noise acceleration over `step` frames
-            q00, q01, q11 = _Q * step**4 / 4, _Q * step**3 / 2, _Q * step**2
+        """Every track one step of `elapsed` seconds on: its box by its velocity, its covariance
+        by the motion and the process noise, its clocks (one product: all of it is linear)."""
+        step = round(elapsed * FPS, 9)
+        if step not in self._steps:
+            if len(self._steps) > 64:
+                self._steps.clear()
+            self._steps[step] = _transition(step, elapsed)
+        matrix, offset = self._steps[step]
         r = self._rows
-        r[:, _POS] += step * r[:, _VEL]
-        p01, p11 = r[:, _P01].copy(), r[:, _P11].copy()
-        r[:, _P00] += 2 * step * p01 + step * step * p11 + q00
-        r[:, _P01] += step * p11 + q01
-        r[:, _P11] += q11
         r[r[:, _MISSED] > 0, _RUN] = 0
-        r[:, _MISSED] += 1
-        r[:, _UNSEEN_S] += elapsed
+        self._rows = r @ matrix + offset
 
-    def _correct(self, tracks: Ints, boxes: Floats, detections: Ints, ids: list[int | None]) -> None:
-        """Kalman update of the rows `tracks` with their matched `boxes`; the ids of `detections`."""
+    def _correct(self, tracks: Ints, boxes: Floats, detections: Ints, ids: Ints) -> None:
+        """Kalman update of the rows `tracks` with their matched `boxes`; `ids[detections]` their ids."""
         if not len(tracks):
             return
         r = self._rows[tracks]
@@ -157,12 +155,12 @@ class Tracks:
         r[:, _P00] = p00 * (_R / s)
         r[:, _UNSEEN_S:_RUN] = 0.0
         r[:, _RUN] += 1
-        for row, detection in zip(r, detections.tolist()):
-            if row[_ID] == 0 and row[_RUN] >= _CONFIRM:
-                self._issued += 1
-                row[_ID] = self._issued
-            if row[_ID]:
-                ids[detection] = int(row[_ID])
+        confirmed = (r[:, _ID] == 0) & (r[:, _RUN] >= _CONFIRM)
+        count = int(np.count_nonzero(confirmed))
+        if count:  # in row order, as the library gives them
+            r[confirmed, _ID] = np.arange(self._issued + 1, self._issued + 1 + count)
+            self._issued += count
+        ids[detections] = r[:, _ID]
         self._rows[tracks] = r
 
     def _spawn(self, boxes: Floats) -> None:
@@ -181,6 +179,24 @@ class Tracks:
         self._rows = self._rows[alive]
         ended: list[int] = ids[ids > 0].astype(np.int64).tolist()
         return ended
+
+
+def _transition(step: float, elapsed: float) -> tuple[Floats, Floats]:
+    """(matrix, offset) such that `rows @ matrix + offset` is every track `step` frames (`elapsed`
+    seconds) on: x += step v; P = F P F' + Q on the shared 2x2 covariance; its clocks advance."""
+    if abs(step - 1.0) <= _NOMINAL:
+        q00, q01, q11 = _Q, 0.0, _Q
+    else:  # a gap (or a short step): discrete white-noise acceleration over `step` frames
+        q00, q01, q11 = _Q * step**4 / 4, _Q * step**3 / 2, _Q * step**2
+    matrix = np.eye(_COLUMNS)
+    for k in range(4):
+        matrix[4 + k, k] = step  # x_k += step * v_k
+    matrix[_P01, _P00] = 2 * step  # p00 += 2 step p01 + step^2 p11
+    matrix[_P11, _P00] = step * step
+    matrix[_P11, _P01] = step  # p01 += step p11
+    offset = np.zeros(_COLUMNS)
+    offset[[_P00, _P01, _P11, _UNSEEN_S, _MISSED]] = q00, q01, q11, elapsed, 1.0
+    return matrix, offset
 
 
 def iou(a: Floats, b: Floats) -> Floats:
