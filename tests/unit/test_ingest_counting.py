@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from PIL import Image
 from prometheus_client import generate_latest
 
+from bench import trackers26
 from ingest import config
 from ingest.analytics import Analytics
 from ingest.metrics import Metrics
@@ -185,29 +186,6 @@ def test_a_zone_that_fails_leaves_the_other_zones_and_lines_their_events_and_sta
     assert "camera c: zone 'bad' failed on a frame (1 failures so far" in caplog.text
 
 
-def _trackers_ids(frames: list[list[dict]], times: list[float]) -> list[list[int | None]]:
-    """trackers 2.6's ByteTrackTracker as this bridge used it, ids mapped to the camera's from 1."""
-    import supervision as sv
-    from trackers import ByteTrackTracker
-
-    tracker = ByteTrackTracker(lost_track_buffer=30, frame_rate=30, track_activation_threshold=0.5,
-                               high_conf_det_threshold=0.5)
-    mapped: dict[int, int] = {}
-    out = []
-    for detections, seconds in zip(frames, times):
-        n = len(detections)
-        result = tracker.update(sv.Detections(
-            xyxy=np.array([d["box"] for d in detections], dtype=np.float64).reshape(n, 4),
-            confidence=np.array([d["score"] for d in detections], dtype=np.float64),
-            data={"index": np.arange(n)}), timestamp=seconds)
-        ids_: list[int | None] = [None] * n
-        for index, tracker_id in zip(result.data.get("index", []), result.tracker_id if len(result) else []):
-            if tracker_id >= 0:
-                ids_[int(index)] = mapped.setdefault(int(tracker_id), len(mapped) + 1)
-        out.append(ids_)
-    return out
-
-
 def test_the_tracker_gives_the_ids_trackers_2_6_gives_frame_by_frame():
     """Crossing paths, missed boxes, low scores and a 0.5 s gap: the same ids as the library
     whose algorithm it runs (its arithmetic over all tracks at once)."""
@@ -225,8 +203,8 @@ def test_the_tracker_gives_the_ids_trackers_2_6_gives_frame_by_frame():
             detections.append({"box": [x, y, x + 60.0, y + 90.0], "score": float(rng.choice([0.3, 0.8, 0.9]))})
         frames.append(detections)
         times.append(f / 30)
-    tracks = Tracks()
-    assert [tracks.update(d, t) for d, t in zip(frames, times)] == _trackers_ids(frames, times)
+    tracks, library = Tracks(), trackers26.bytetrack()
+    assert [tracks.update(d, t) for d, t in zip(frames, times)] == [library(d, t) for d, t in zip(frames, times)]
 
 
 @st.composite
