@@ -39,7 +39,8 @@ class Answer:
     @property
     def refused_key(self) -> bool:
         """Whether TorchServe refused the key (400 `InvalidKeyException`)."""
-        return self.status is not None and is_invalid_key(self.status, self.error or json.dumps(self.body))
+        # (status first: a 200's body, a segment of answers, is not turned back into text for it)
+        return self.status == 400 and is_invalid_key(self.status, self.error or json.dumps(self.body))
 
 
 class Keys:
