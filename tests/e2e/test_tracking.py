@@ -193,3 +193,50 @@ def test_ids_and_counts_survive_a_torchserve_restart(detector, videos, tmp_path)
         ("crossed", "gate", "red", "in"): 2, ("crossed", "gate", "red", "out"): 2}
     [left] = [e for e in ingest.events("file", "left") if e["label"] == "red"][:1]
     assert left["dwell_s"] == pytest.approx((scenes.LEAD + 0.15 / 0.7 * scenes.MOVE) / scenes.FPS, abs=0.3)
+
+
+def test_counts_hold_through_misses_a_class_flip_bad_reloads_and_a_camera_that_goes_down(detector, tmp_path):
+    """The misses scene (tests/scenes.py) live over gst-rtsp-server: red, missed for 2, 5 and 10
+    frames in a row while in the door and again while crossing the gate, makes one visit and one
+    crossing each way a cycle, with one id throughout; blue turns green on the gate and crosses
+    once, as green. Meanwhile every bad scene setting is written to the camera list in turn: each
+    is refused (`config_error`) and the camera keeps counting with its scene. Then the RTSP
+    server is killed while red stands in the door: red leaves it, and the gauges go to 0."""
+    video = scenes.make(tmp_path / "misses.ts", [(*SMALL, scenes.M_FRAMES)], scenes.misses_frame)
+    rtsp = RtspServer({"misses": video}, log=tmp_path / "gst.log").start()
+    good = {"name": "dock", "url": rtsp.url("misses"), "track": True, "stall_seconds": 2,
+            "zones": [{"name": "door", "polygon": scenes.DOOR}], "lines": [{"name": "gate", **scenes.GATE}]}
+    cameras = tmp_path / "cameras.yaml"
+    write(cameras, good)
+    ingest = Ingest(tmp_path, detector, ["--config", str(cameras)], model=MODEL)
+    try:
+        ingest.wait("the first answers", lambda: ingest.answers("dock"))
+        for n, (bad, message) in enumerate(scenes.BAD_SCENES, start=1):
+            write(cameras, {**good, **bad})
+            [*_, refused] = ingest.wait(f"bad setting {n} refused", lambda n=n: len(
+                errors := ingest.events(None, "config_error")) == n and errors)
+            assert refused["message"].startswith(f"camera 'dock': {message}"), refused
+        write(cameras, good)
+        ingest.wait("red in the door for the last time", lambda: len(ingest.events("dock", "entered")) == 4,
+                    timeout=60)
+        rtsp.kill()
+        ingest.wait("red leaves the door as the camera goes down", lambda: len(ingest.events("dock", "left")) == 4)
+        assert ingest.metric("video_ingest_zone_objects", camera="dock", zone="door", label="red") == 0
+        assert ingest.metric("video_ingest_tracks_active", camera="dock") == 0
+        assert ingest.metric("video_ingest_line_crossings_total", camera="dock", line="gate", label="red") == 6
+    finally:
+        ingest.kill()
+        rtsp.stop()
+    assert tally(ingest, "dock") == {
+        ("entered", "door", "red", None): 4, ("left", "door", "red", None): 4,
+        ("crossed", "gate", "red", "in"): 3, ("crossed", "gate", "red", "out"): 3,
+        ("crossed", "gate", "green", "in"): 1}
+    answers = ingest.answers("dock")
+    assert len(set(track_ids(answers, "red"))) == 1
+    assert len(set(track_ids(answers, "blue") + track_ids(answers, "green"))) == 1
+    [down] = ingest.events("dock", "left")[-1:]
+    [last_entry] = ingest.events("dock", "entered")[-1:]
+    assert down["capture_time"] == max(a["capture_time"] for a in answers if track_ids([a], "red"))
+    # (dwell runs on stream time; a live camera's capture times are its packets' arrival times)
+    assert down["dwell_s"] == pytest.approx(down["capture_time"] - last_entry["capture_time"], abs=0.25)
+    assert len(ingest.events("dock", "connected")) == 1 and ingest.events("dock", "dropped") == []

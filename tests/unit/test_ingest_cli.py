@@ -9,6 +9,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+import yaml
+
+from tests import scenes
 from tests.rtsp_server import free_port
 from tests.support import ROOT
 
@@ -86,3 +90,12 @@ def test_sighup_reloads_the_list_and_an_edit_starts_and_stops_cameras(tmp_path):
         assert process.wait(timeout=15) == 0
     finally:
         process.kill()
+
+
+@pytest.mark.parametrize(("scene", "message"), scenes.BAD_SCENES, ids=[m.split(":")[1].strip()[:40] for _, m in scenes.BAD_SCENES])
+def test_a_bad_zone_or_line_exits_2_naming_the_camera_the_shape_and_the_fix(tmp_path, scene, message):
+    config = tmp_path / "cameras.yaml"
+    config.write_text(yaml.safe_dump({"cameras": [{"name": "dock", "url": "rtsp://h/s", "track": True, **scene}]}))
+    done = run("--config", str(config))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(f"video-ingest: camera 'dock': {message}"), done.stderr

@@ -28,8 +28,9 @@ def test_ingest_imports_only_the_key_tools_and_the_handlers_ground_floor():
             assert any(name == a or name.startswith(a + ".") for a in ALLOWED), f"{path.name} imports {name}"
 
 
-#: Measure the bridge: through its command line, and its tracker's cost a frame and accuracy in process.
-BENCHES = {ROOT / "bench" / "ingest.py", ROOT / "bench" / "tracker_accuracy.py"}
+#: Measure the bridge: through its command line, and its tracker's cost a frame and accuracy in
+#: process, against other trackers.
+BENCHES = {ROOT / "bench" / name for name in ("ingest.py", "tracker_accuracy.py", "tracker_choice.py")}
 
 
 def test_nothing_of_the_project_imports_ingest():
