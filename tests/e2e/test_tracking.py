@@ -124,17 +124,18 @@ def test_counts_ids_snapshot_and_a_moved_line_on_live_cameras(detector, videos, 
             ("entered", "door", "red", None): 3, ("left", "door", "red", None): 3,
             ("entered", "door", "blue", None): 3, ("left", "door", "blue", None): 3,
             ("crossed", "gate", "red", "in"): 2, ("crossed", "gate", "red", "out"): 2}
-        [ended] = [e for e in ingest.events("live", "left") if e["label"] == "red"][-1:]
+        first = first_ids(ingest, "live")
+        [ended] = [e for e in ingest.events("live", "left") if e["label"] == "red" and e["track_id"] in first][-1:]
         assert ended["capture_time"] == max(a["capture_time"] for a in live)  # left at its last sighting
         red, blue = track_ids(live, "red"), track_ids(live, "blue")
         assert len(set(red)) == 2 and len(set(blue)) == 2 and not set(red) & set(blue)
         assert ingest.metric("video_ingest_line_crossings_total", camera="live", line="gate", direction="in",
                              label="red") == 2
-        # Down: nothing in the door, no track (the bridge waits before it connects again).
-        assert len(ingest.events("live", "connected")) == 1
-        assert ingest.metric("video_ingest_zone_objects", camera="live", zone="door", label="red") == 0
-        assert ingest.metric("video_ingest_zone_objects", camera="live", zone="door", label="blue") == 0
-        assert ingest.metric("video_ingest_tracks_active", camera="live") == 0
+        # One connection until the play ended: the new size needed no reconnect. (The gauges of a
+        # camera that went down: the misses test, whose server stays down.)
+        lines = ingest.lines()
+        down = next(i for i, e in enumerate(lines) if e["camera"] == "live" and e.get("event") == "disconnected")
+        assert [e.get("event") for e in lines[:down] if e["camera"] == "live"].count("connected") == 1
         # The line moved without a reconnect and without ending red's track.
         moved = connections(ingest.answers("moved"))[0]
         assert len(set(track_ids(moved, "red"))) == 1
