@@ -23,7 +23,7 @@ from handler.fills import DeviceFill, device_jpeg
 from handler.layout import Layout, Placement
 from handler.memory import Chunk, ChunkPlanner, Staging
 from handler.metrics import BatchStats
-from handler.outputs import Gathered, HostOutputs
+from handler.outputs import Gathered, HostOutputs, non_finite
 from handler.tasks.head import Head
 from handler.tasks.raw import RawHead
 
@@ -133,6 +133,7 @@ class ChunkRunner:
             _log_failure(err, oom, chunk)
         else:
             stats.chunks += 1
+            stats.non_finite += non_finite(outputs)
             stats.tensor_pixels += placement.tensor_pixels
             stats.padded_pixels += placement.padded_pixels
             self._planner.succeeded(chunk.slot, len(chunk.items))

@@ -204,9 +204,17 @@ def _pixels(key: str, value: Any) -> float:
 ClassKey = int | str  # a class id, or a label from the labels file
 
 
+#: A torchvision detector letterboxed would see the padding and have its boxes shifted twice.
+TORCHVISION_LETTERBOX = ("handler.format = torchvision (set, or found by format: auto): a torchvision detector "
+                         "resizes each frame itself; use resize: pad (the default), not letterbox")
+
+
 def _class_key(key: str, value: Any) -> ClassKey:
     if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "":
         raise ConfigError(f"handler.{key}: {value!r} is neither a class id nor a label")
+    if isinstance(value, int) and value < 0:
+        raise ConfigError(f"handler.{key}: {value} is no class id: ids count from 0 (the model's first class); "
+                          "use an id from 0 or a label")
     return value
 
 
@@ -357,8 +365,7 @@ class HandlerConfig:
             raise ConfigError(f"handler.format = {self.format.value} is a detector's output format, "
                               f"but handler.task = {self.task.value}: set task: detection or drop format")
         if self.format is DetectionFormat.TORCHVISION and self.resize is Resize.LETTERBOX:
-            raise ConfigError("handler.format = torchvision: a torchvision detector resizes each frame "
-                              "itself; use resize: pad (the default), not letterbox")
+            raise ConfigError(TORCHVISION_LETTERBOX)
         if self.task is Task.RAW and self.labels is not None:
             raise ConfigError("handler.labels is for task: detection, classification or segmentation; "
                               "task: raw answers the model's outputs as they are")

@@ -27,6 +27,7 @@ class BatchStats:
     padded_pixels: int = 0
     tensor_pixels: int = 0
     peak_memory_bytes: int = 0
+    non_finite: int = 0  # detections and class scores dropped: the model answered NaN or infinity
 
     @property
     def padding_ratio(self) -> float:
@@ -81,6 +82,7 @@ def samples(stats: BatchStats, batch_size: int) -> list[Sample]:
         Sample("video_batch_fill_ratio", Kind.GAUGE, stats.requests / max(1, batch_size)),
         Sample("video_padding_ratio", Kind.GAUGE, stats.padding_ratio),
         Sample("video_device_memory_peak_bytes", Kind.GAUGE, stats.peak_memory_bytes),
+        Sample("video_non_finite_dropped_total", Kind.COUNTER, stats.non_finite),
     ]
     out += [Sample("video_frames_rejected_total", Kind.COUNTER, count, (("Reason", reason),))
             for reason, count in sorted(stats.rejected.items())]

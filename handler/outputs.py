@@ -78,6 +78,16 @@ def gather(raw: Any, names: tuple[str, ...] | None, placement: Placement, frames
     return pack(real)
 
 
+#: The output a head may add: how many of the chunk's rows it dropped because the model answered
+#: NaN or infinity in them (`Tensor[1] int64`, gathered with the rest: no host sync of its own).
+NON_FINITE = "non_finite"
+
+
+def non_finite(outputs: list[tuple[str, torch.Tensor]]) -> int:
+    """The rows a chunk's head dropped for a NaN or infinite value (0 if it counts none)."""
+    return sum(int(tensor.sum()) for name, tensor in outputs if name == NON_FINITE)
+
+
 def pack(tensors: Mapping[str, torch.Tensor]) -> Gathered:
     """Named tensors (any shapes, on one device) as one flat tensor per dtype, ready to copy."""
     groups: dict[torch.dtype, list[torch.Tensor]] = {}

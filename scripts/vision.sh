@@ -30,4 +30,4 @@ fi
 # shellcheck disable=SC1091
 . "$venv/bin/activate"
 cd "$root"
-exec python -m pytest tests/vision tests/unit/test_detection.py tests/unit/test_task_doors.py "$@"
+exec python -m pytest tests/vision tests/unit/test_detection.py tests/unit/test_task_doors.py tests/unit/test_non_finite.py "$@"

@@ -21,13 +21,13 @@ import torch
 import torch.nn.functional as F
 
 from handler.clip import FrameResult
-from handler.config import DetectionFormat, HandlerConfig
+from handler.config import TORCHVISION_LETTERBOX, DetectionFormat, HandlerConfig, Resize
 from handler.errors import ConfigError
 from handler.layout import Layout, Placement
-from handler.outputs import Gathered, pack
+from handler.outputs import NON_FINITE, Gathered, pack
 from handler.tasks import rle
 from handler.tasks.head import Upload, describe, first_tensor, forward
-from handler.tasks.labels import Labels
+from handler.tasks.labels import Labels, check_ids
 from handler.tasks.masks import full_mask, prototypes, window_bits
 from handler.tasks.nms import batched_nms
 
@@ -53,6 +53,8 @@ class Candidates:
             slot (bottom and right), or None.
         coefficients: `Tensor[M, 32]` mask coefficients of a YOLO segment model, or None.
         nms: whether NMS is still to be done (the format's own model did none).
+        non_finite: `Tensor[] int64`: rows the decoding already left out for a NaN or infinite
+            score (a YOLO anchor), or None.
     """
 
     boxes: torch.Tensor
@@ -63,13 +65,23 @@ class Candidates:
     masks: torch.Tensor | None = None
     nms: bool = False
     coefficients: torch.Tensor | None = None
+    non_finite: torch.Tensor | None = None
 
     def take(self, index: torch.Tensor) -> Candidates:
         def pick(t: torch.Tensor | None) -> torch.Tensor | None:
             return None if t is None else t[index]
 
         return Candidates(self.boxes[index], self.scores[index], self.classes[index], self.frames[index],
-                          pick(self.keypoints), pick(self.masks), self.nms, pick(self.coefficients))
+                          pick(self.keypoints), pick(self.masks), self.nms, pick(self.coefficients),
+                          self.non_finite)
+
+    def finite(self) -> torch.Tensor:
+        """`Tensor[M] bool`: the rows whose box, score, keypoints and mask coefficients are all finite."""
+        ok = torch.isfinite(self.scores) & torch.isfinite(self.boxes).all(dim=1)
+        for extra in (self.keypoints, self.coefficients):
+            if extra is not None:
+                ok &= torch.isfinite(extra.flatten(1)).all(dim=1)
+        return ok
 
     def moved(self, boxes: torch.Tensor, keypoints: torch.Tensor | None) -> Candidates:
         """The same candidates with boxes and keypoints elsewhere (in the frames' pixels)."""
@@ -117,6 +129,7 @@ class DetectionHead:
                             for i in labels.ids([key], "class_thresholds")]
         self._allowed = None if config.classes is None else labels.ids(list(config.classes), "classes")
         self._lowest_threshold = min([config.score_threshold, *(t for _, t in self._thresholds)])
+        self._checked = False  # the ids of `classes` and `class_thresholds` against the model's classes
 
     def call(self, model: Callable[..., Any], x: torch.Tensor, placement: Placement,
              sizes: torch.Tensor | None) -> Any:
@@ -150,6 +163,8 @@ class DetectionHead:
                     raise refused from None
                 raise
         self.format = format_of(raw)
+        if self.format is DetectionFormat.TORCHVISION and self._config.resize is Resize.LETTERBOX:
+            raise ConfigError(TORCHVISION_LETTERBOX)
         logger.info("detector format: %s (format: auto; outputs %s)", self.format.value, describe(raw))
         return raw
 
@@ -157,16 +172,23 @@ class DetectionHead:
         protos = prototypes(raw) if self.format in (DetectionFormat.YOLO, DetectionFormat.END2END) else None
         try:
             found = self._decode(raw, frames, placement.slot, protos)
+        except ConfigError:  # a setting that the model's outputs show to be wrong, named
+            raise
         except (ValueError, TypeError, IndexError, KeyError, RuntimeError) as err:
             raise ConfigError(f"handler.format = {self.format.value}: the model's outputs {describe(raw)} do "
                               f"not fit it ({err}); set handler.format ({_FORMATS}) or format: auto") from err
-        found = found.take(self._confident(found))
+        finite = found.finite()
+        dropped = (~finite).sum()
+        if found.non_finite is not None:
+            dropped = dropped + found.non_finite
+        found = found.take(self._confident(found, finite))
         if found.nms:
             groups = found.frames if self._config.class_agnostic else found.frames * _GROUP + found.classes
             found = found.take(batched_nms(found.boxes, found.scores, groups, self._config.iou_threshold))
         geometry = upload(placement.to_frame())[found.frames]  # [M, 6]: left, top, scale, w, h
         found, counts = self._capped(self._to_frames(found, geometry), frames)
-        tensors = {"boxes": found.boxes, "scores": found.scores, "classes": found.classes.long(), "counts": counts}
+        tensors = {"boxes": found.boxes, "scores": found.scores, "classes": found.classes.long(), "counts": counts,
+                   NON_FINITE: dropped.reshape(1).long()}
         if found.keypoints is not None:
             tensors["keypoints"] = found.keypoints
         if found.masks is not None:
@@ -179,6 +201,11 @@ class DetectionHead:
     def per_frame(self, outputs: list[tuple[str, torch.Tensor]], placement: Placement,
                   layout: Layout) -> list[FrameResult]:
         got = dict(outputs)
+        dropped = int(got[NON_FINITE][0])
+        if dropped:
+            logger.warning("a chunk of %d frames: %d detections dropped, their box, score or keypoints NaN or "
+                           "infinite (the model's outputs; video_non_finite_dropped_total)", len(placement.original),
+                           dropped)
         counts = got["counts"].tolist()
         boxes = got["boxes"].tolist()
         scores = got["scores"].tolist()
@@ -229,12 +256,17 @@ class DetectionHead:
         n, channels, _ = pred.shape
         classes = self._num_classes or channels - 4 - coefficients
         extra = channels - 4 - classes
+        if not self._checked and classes >= 1:
+            check_ids(self._allowed or (), classes, "classes")
+            check_ids([i for i, _ in self._thresholds], classes, "class_thresholds")
+            self._checked = True
         if classes < 1 or extra < 0 or (extra and not coefficients and extra % self._keypoint_dims) \
                 or (coefficients and extra != coefficients):
             raise ValueError(f"{channels} rows are not 4 + {classes} classes (+ keypoints or {coefficients} "
                              "mask coefficients); set handler.num_classes")
-        best, label = pred[:, 4:4 + classes].max(dim=1)  # [n, A]
-        frames, anchors = (best > self._lowest_threshold).nonzero(as_tuple=True)
+        best, label = pred[:, 4:4 + classes].max(dim=1)  # [n, A]; a NaN class score makes it NaN
+        finite = torch.isfinite(best)
+        frames, anchors = ((best > self._lowest_threshold) & finite).nonzero(as_tuple=True)
         scores = best[frames, anchors]
         top, _ = _best_per_frame(scores, frames, n, self._config.pre_nms_topk)
         frames, anchors, scores = frames[top], anchors[top], scores[top]
@@ -243,14 +275,14 @@ class DetectionHead:
         tail = rows[:, 4 + classes:]
         keypoints = _keypoints(tail[:, None], self._keypoint_dims)[:, 0] if extra and not coefficients else None
         return Candidates(torch.cat((xy - wh, xy + wh), dim=1), scores, label[frames, anchors], frames, keypoints,
-                          nms=True, coefficients=tail if coefficients else None)
+                          nms=True, coefficients=tail if coefficients else None, non_finite=(~finite).sum())
 
-    def _confident(self, found: Candidates) -> torch.Tensor:
-        """Indexes of the candidates above their class's threshold and in the allow-list."""
+    def _confident(self, found: Candidates, finite: torch.Tensor) -> torch.Tensor:
+        """Indexes of the `finite` candidates above their class's threshold and in the allow-list."""
         threshold = torch.full_like(found.scores, self._config.score_threshold)
         for class_id, value in self._thresholds:
             threshold = torch.where(found.classes == class_id, value, threshold)
-        keep = found.scores > threshold
+        keep = (found.scores > threshold) & finite
         if self._allowed is not None:
             keep &= torch.isin(found.classes, torch.tensor(self._allowed, device=found.classes.device))
         return keep.nonzero().squeeze(1)

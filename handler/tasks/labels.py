@@ -46,6 +46,18 @@ class Labels:
         return ids
 
 
+def check_ids(ids: Sequence[int], classes: int, setting: str) -> None:
+    """Every id is one of the model's `classes` (found at the dummy run).
+
+    Raises:
+        ConfigError: naming the setting, the id and the model's range.
+    """
+    for class_id in ids:
+        if not 0 <= class_id < classes:
+            raise ConfigError(f"handler.{setting}: class id {class_id} is not one of the model's {classes} classes "
+                              f"(0 to {classes - 1}): it would never match; use an id in that range or a label")
+
+
 def read_labels(path: str | pathlib.Path) -> Labels:
     """A labels file: TorchServe's `index_to_name.json` (string keys; a list value names its
     class by the last element; an `object_type_names` list) or a text file, one name per line.
