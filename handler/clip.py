@@ -244,13 +244,20 @@ class Request:
 class FrameResult:
     """One frame's answer: its own size, the model's outputs for it (`task: raw`) or the task's
     answer (`{"detections": [...]}`, `{"classes": [...]}`, `{"segments": [...]}`, JSON-ready)
-    and, for video, its pts."""
+    and, for video, its pts.
+
+    Attributes:
+        extras: the optional parts every detection of this model has, with their shapes, known
+            even for a frame without detections (`keypoints`: [P, 3]; `mask`: []): the OIP door
+            answers them as tensors whatever a frame holds.
+    """
 
     width: int
     height: int
     outputs: dict[str, Value] = field(default_factory=dict)
     pts: float | None = None
     answer: dict[str, Any] | None = None
+    extras: dict[str, list[int]] = field(default_factory=dict)
 
 
 #: A request's outcome: every frame's result, in order, or the one error that answers it.

@@ -91,6 +91,23 @@ def resolve(body: bytes | bytearray | memoryview, content_type: str | None, size
     raise UnsupportedContentType(f"Content-Type {media!r} is not supported: send {_SUPPORTED}")
 
 
+def from_base64(body: bytes | bytearray | memoryview) -> bytes | None:
+    """The bytes that `body` holds as base64 text (as TorchServe's vision handlers and KServe's
+    examples send images in JSON), when they are a format this handler takes; else None (and
+    `body`'s own first bytes are what a refusal names)."""
+    import base64
+    import binascii
+
+    text = bytes(body).strip()
+    if not text or sniff(text) is not None:
+        return None
+    try:
+        decoded = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return decoded if sniff(decoded) is not None else None
+
+
 def sniff(body: bytes | bytearray | memoryview) -> Format | None:
     """The format from the first bytes, or None when they match none."""
     head = bytes(body[:16])

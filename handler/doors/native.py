@@ -137,7 +137,12 @@ def _from_keys(item: Mapping[str, object], headers: Headers) -> Request:
         if key in item:
             content_type = (headers.request.get("content-type") or _text(item.get(_CONTENT_TYPE_KEY))
                             or headers.parts.get(key))
-            return Request(Body(item[key], content_type), meta)
+            body = item[key]
+            if isinstance(body, Mapping) and isinstance(body.get("data"), str):
+                # {"data": "<base64>"} with Content-Type: application/json (TorchServe parses it),
+                # as its own vision handlers' clients send an image: the text, its type found from it
+                return Request(Body(body["data"].encode(), None), meta)
+            return Request(Body(body, content_type), meta)
     return Request(None, meta, refused=EmptyFrame(
         f"the request holds no frame (keys {_names(item)}): send it as the body, or as "
         'input["data"] over gRPC'))

@@ -411,11 +411,14 @@ def _task_tensors(frames: list[FrameResult]) -> dict[str, Tensor]:
         tensors["detection_scores"] = ("FP32", [n, k], _column(rows, k, "score", 0.0))
         tensors["detection_classes"] = ("INT32", [n, k], _column(rows, k, "class_id", -1))
         tensors["detection_labels"] = ("BYTES", [n, k], _column(rows, k, "label", ""))
-        points = next((len(d["keypoints"]) for r in rows for d in r if "keypoints" in d), None)
-        if points is not None:
+        # The model's parts, known at load: its tensors come whatever the frames hold (a pose
+        # model's detection_keypoints is [N, 0, P, 3] for frames with nobody in them).
+        extras = frames[0].extras
+        if "keypoints" in extras:
+            points = extras["keypoints"][0]
             column = _column(rows, k, "keypoints", [[0.0] * 3] * points)
             tensors["detection_keypoints"] = ("FP32", [n, k, points, 3], _flat(_flat(column)))
-        if any("mask" in d for r in rows for d in r):
+        if "mask" in extras:
             masks = _column(rows, k, "mask", None)
             tensors["detection_masks"] = ("BYTES", [n, k], ["" if m is None else json.dumps(m) for m in masks])
     elif "classes" in answers[0]:

@@ -214,6 +214,9 @@ class DetectionHead:
         masks = got.get("masks")
         windows = got["mask_windows"].tolist() if "mask_windows" in got else None
         bits = got["mask_bits"].numpy() if "mask_bits" in got else None
+        extras = {"keypoints": list(got["keypoints"].shape[1:])} if "keypoints" in got else {}
+        if masks is not None or windows is not None:
+            extras["mask"] = []
         spans = [(x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in windows or []]
         offsets = [0, *itertools.accumulate(spans)]
         results, start = [], 0
@@ -230,7 +233,7 @@ class DetectionHead:
                     detection["mask"] = rle.encode(full_mask(bits[offsets[j]:offsets[j + 1]], windows[j], (h, w)))
                 detections.append(detection)
             start += count
-            results.append(FrameResult(w, h, answer={"detections": detections}))
+            results.append(FrameResult(w, h, answer={"detections": detections}, extras=extras))
         return results
 
     def _decode(self, raw: Any, frames: int, placement_slot: tuple[int, int],

@@ -5,6 +5,7 @@ the wheel's proto, and the Open Inference Protocol from the real `tritonclient.h
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -250,18 +251,22 @@ def test_a_corrupt_frame_on_each_door_fails_alone_while_batch_mates_on_other_doo
 
 def _readme_snippets():
     section = (ROOT / "README.md").read_text().split("\n## Clients\n", 1)[1].split("\n## ", 1)[0]
-    clients = (ROOT / "docs" / "clients.md").read_text()  # the second multipart snippet, with `requests`
-    section += clients.split("\n## Multipart with `requests`\n", 1)[1].split("\n## ", 1)[0]
+    clients = (ROOT / "docs" / "clients.md").read_text()  # the second multipart snippet, with `requests`; gRPC
+    for heading in ("Multipart with `requests`", "gRPC"):
+        section += clients.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```(bash|python)\n(.*?)```", section, re.DOTALL)
 
 
 def test_the_readme_has_a_snippet_per_entry_point():
-    assert [lang for lang, _ in _readme_snippets()] == ["bash", "bash", "python", "python", "python"]
+    assert [lang for lang, _ in _readme_snippets()] == ["bash", "bash", "python", "python", "python", "python"]
 
 
-@pytest.mark.parametrize("index", range(5))
+@pytest.mark.parametrize("index", range(6))
 def test_each_readme_client_snippet_runs_as_written(server, index):
     lang, code = _readme_snippets()[index]
+    if "face_detector" in code:  # the detector over OIP, on the README's own photograph
+        (server.workdir / "data" / "images").mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / "data" / "images" / "astronaut.png", server.workdir / "data" / "images")
     port = server.properties.get("grpc_inference_port", "7070")
     code = code.replace("127.0.0.1:8080", server.inference_url.removeprefix("http://"))
     code = code.replace("127.0.0.1:7070", f"127.0.0.1:{port}")
@@ -271,7 +276,9 @@ def test_each_readme_client_snippet_runs_as_written(server, index):
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr
     answer = json.loads(out.stdout.strip().splitlines()[-1])
-    if "frames" in answer:
+    if "face_detector" in code:  # what it prints is what the README says it prints
+        assert answer == json.loads(code.strip().rsplit("# ", 1)[1]), out.stdout
+    elif "frames" in answer:
         assert answer["code"] == 200
         support.assert_quality(_frame_values(answer), DECODED)
     else:  # tritonclient: each output stacked over the one frame

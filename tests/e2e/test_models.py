@@ -1,6 +1,7 @@
 """Vision tasks in a real TorchServe: a YOLO-format detector built from code, packed by archive.sh
 with its labels, answered in each frame's pixels on every door; a raw answer over the size limit."""
 
+import base64
 import json
 
 import grpc
@@ -95,3 +96,26 @@ def test_a_raw_answer_over_the_limit_is_refused_with_the_fix(models_server):
     body = big.json()
     assert (big.status_code, body["type"]) == (500, "AnswerTooLarge")
     assert "task: raw" in body["message"] and "handler.task to detection" in body["message"]
+
+
+def test_base64_images_as_json_clients_send_them(models_server):
+    """TorchServe's vision handlers' idiom, `{"data": "<base64>"}` as application/json on
+    /predictions, and KServe v2's JSON BYTES element holding a base64 PNG, through the real
+    TorchServe: the same answers as the PNG itself; text that is no image keeps its 400."""
+    ts = models_server
+    png = support.png(FRAMES[0])
+    text = base64.b64encode(png).decode()
+    answer = requests.post(f"{ts.inference_url}/predictions/{DETECTOR}", json={"data": text},
+                           headers=ts.auth(), timeout=120)
+    assert answer.status_code == 200, answer.text
+    assert _boxes(answer.json()["frames"][0]["detections"]) == EXPECTED[0]
+    body = {"inputs": [{"name": "image", "shape": [1], "datatype": "BYTES", "data": [text]}]}
+    oip_answer = requests.post(f"{ts.inference_url}/v2/models/{DETECTOR}/infer", json=body, headers=ts.auth(),
+                               timeout=120)
+    assert oip_answer.status_code == 200, oip_answer.text
+    outputs = {o["name"]: o for o in oip_answer.json()["outputs"]}
+    assert outputs["num_detections"]["data"] == [2]
+    assert outputs["detection_boxes"]["data"] == [v for _, box, _ in EXPECTED[0] for v in box]
+    refused = requests.post(f"{ts.inference_url}/v2/models/{DETECTOR}/infer", timeout=120, headers=ts.auth(),
+                            json={"inputs": [{"name": "image", "shape": [1], "datatype": "BYTES", "data": ["hello"]}]})
+    assert refused.status_code == 400 and "UnsupportedContentType" in refused.json()["error"]
