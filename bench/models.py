@@ -826,12 +826,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--clients", type=int, default=8, help="closed-loop client threads")
     p.add_argument("--port-offset", type=int, help="move TorchServe's ports (default $VIDEO_TS_PORT_OFFSET)")
     p.add_argument("--json", type=Path, help="write all results here")
+    p.add_argument("--hot-paths", action="store_true",
+                   help="only the detection head's hot paths against the code they replaced (bench.hot_paths)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    if args.hot_paths:
+        from bench import hot_paths
+
+        hot_paths.main()
+        return 0
     if args.quick:
         args.repeats, args.batch, args.rounds, args.seconds = 1, 2, 1, 4.0
     started = time.time()

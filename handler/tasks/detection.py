@@ -28,14 +28,12 @@ from handler.outputs import NON_FINITE, Gathered, pack
 from handler.tasks import rle
 from handler.tasks.head import Upload, describe, first_tensor, forward
 from handler.tasks.labels import Labels, check_ids
-from handler.tasks.masks import full_mask, prototypes, window_bits
-from handler.tasks.nms import batched_nms
+from handler.tasks.masks import prototypes, window_bits
+from handler.tasks.nms import per_frame_nms
 
 logger = logging.getLogger(__name__)
 
 _EFFICIENT_NMS = ("num_detections", "detection_boxes", "detection_scores", "detection_classes")
-# Groups for NMS: frame * _GROUP + class, so frames and classes never suppress each other.
-_GROUP = 1 << 20
 _FORMATS = ", ".join(f.value for f in DetectionFormat if f is not DetectionFormat.AUTO)
 
 
@@ -49,7 +47,7 @@ class Candidates:
         classes: `Tensor[M] int64`.
         frames: `Tensor[M] int64`, the row of each candidate.
         keypoints: `Tensor[M, K, 3]` x, y, score in the model input's pixels, or None.
-        masks: `Tensor[M, H, W]` mask probabilities in their frame's pixels, padded to the
+        masks: `Tensor[M, H, W] bool` masks (above `mask_threshold`) in their frame's pixels, padded to the
             slot (bottom and right), or None.
         coefficients: `Tensor[M, 32]` mask coefficients of a YOLO segment model, or None.
         nms: whether NMS is still to be done (the format's own model did none).
@@ -130,6 +128,7 @@ class DetectionHead:
         self._allowed = None if config.classes is None else labels.ids(list(config.classes), "classes")
         self._lowest_threshold = min([config.score_threshold, *(t for _, t in self._thresholds)])
         self._checked = False  # the ids of `classes` and `class_thresholds` against the model's classes
+        self._by_device: dict[torch.device, tuple[torch.Tensor, torch.Tensor | None]] = {}
 
     def call(self, model: Callable[..., Any], x: torch.Tensor, placement: Placement,
              sizes: torch.Tensor | None) -> Any:
@@ -183,8 +182,9 @@ class DetectionHead:
             dropped = dropped + found.non_finite
         found = found.take(self._confident(found, finite))
         if found.nms:
-            groups = found.frames if self._config.class_agnostic else found.frames * _GROUP + found.classes
-            found = found.take(batched_nms(found.boxes, found.scores, groups, self._config.iou_threshold))
+            groups = torch.zeros_like(found.classes) if self._config.class_agnostic else found.classes
+            found = found.take(per_frame_nms(found.boxes, found.scores, groups, found.frames, frames,
+                                             self._config.iou_threshold))
         geometry = upload(placement.to_frame())[found.frames]  # [M, 6]: left, top, scale, w, h
         found, counts = self._capped(self._to_frames(found, geometry), frames)
         tensors = {"boxes": found.boxes, "scores": found.scores, "classes": found.classes.long(), "counts": counts,
@@ -192,7 +192,7 @@ class DetectionHead:
         if found.keypoints is not None:
             tensors["keypoints"] = found.keypoints
         if found.masks is not None:
-            tensors["masks"] = found.masks > self._config.mask_threshold
+            tensors["masks"] = found.masks
         if found.coefficients is not None and protos is not None:
             tensors["mask_bits"], tensors["mask_windows"] = window_bits(
                 found.coefficients, found.frames, found.boxes, protos[:frames], placement)
@@ -230,7 +230,7 @@ class DetectionHead:
                 if masks is not None:
                     detection["mask"] = rle.encode(masks[j, :h, :w].numpy())
                 if windows is not None and bits is not None:
-                    detection["mask"] = rle.encode(full_mask(bits[offsets[j]:offsets[j + 1]], windows[j], (h, w)))
+                    detection["mask"] = rle.encode_window(bits[offsets[j]:offsets[j + 1]], windows[j], (h, w))
                 detections.append(detection)
             start += count
             results.append(FrameResult(w, h, answer={"detections": detections}, extras=extras))
@@ -249,7 +249,7 @@ class DetectionHead:
             detections = _torchvision_detections(raw)
             if detections is None:
                 raise TypeError("a torchvision detector returns a list of dicts with boxes, labels, scores")
-            return _torchvision(detections[:frames], placement_slot)
+            return _torchvision(detections[:frames], placement_slot, self._config.mask_threshold)
         raise AssertionError("format: auto is settled by the first call")
 
     def _yolo(self, pred: torch.Tensor, coefficients: int) -> Candidates:
@@ -282,13 +282,30 @@ class DetectionHead:
 
     def _confident(self, found: Candidates, finite: torch.Tensor) -> torch.Tensor:
         """Indexes of the `finite` candidates above their class's threshold and in the allow-list."""
-        threshold = torch.full_like(found.scores, self._config.score_threshold)
-        for class_id, value in self._thresholds:
-            threshold = torch.where(found.classes == class_id, value, threshold)
-        keep = (found.scores > threshold) & finite
-        if self._allowed is not None:
-            keep &= torch.isin(found.classes, torch.tensor(self._allowed, device=found.classes.device))
+        thresholds, allowed = self._tables(found.scores.device)
+        index = found.classes.clamp(0, len(thresholds) - 1)
+        index = torch.where(found.classes == index, index, len(thresholds) - 1)  # past the table: the default
+        keep = (found.scores > thresholds[index]) & finite
+        if allowed is not None:
+            keep &= allowed[index]
         return keep.nonzero().squeeze(1)
+
+    def _tables(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Per class id, made once per device: its score threshold and whether it is allowed; the
+        last entry stands for every class past the configured ones (the default threshold, not
+        allowed)."""
+        found = self._by_device.get(device)
+        if found is None:
+            size = max([*(i for i, _ in self._thresholds), *(self._allowed or ()), -1]) + 2
+            thresholds = torch.full((size,), self._config.score_threshold)
+            for class_id, value in self._thresholds:
+                thresholds[class_id] = value
+            allowed = None
+            if self._allowed is not None:
+                allowed = torch.zeros(size, dtype=torch.bool)
+                allowed[self._allowed] = True
+            found = self._by_device[device] = (thresholds.to(device), None if allowed is None else allowed.to(device))
+        return found
 
     def _to_frames(self, found: Candidates, geometry: torch.Tensor) -> Candidates:
         """Boxes and keypoints in each frame's pixels, clipped to it; boxes left empty or smaller
@@ -398,9 +415,12 @@ def _torchvision_detections(raw: Any) -> list[Mapping[str, torch.Tensor]] | None
     return None
 
 
-def _torchvision(detections: Sequence[Mapping[str, torch.Tensor]], slot: tuple[int, int]) -> Candidates:
-    """Boxes (xyxy, the frame's pixels), labels, scores; optional masks `[k, 1, h, w]` and
-    keypoints `[k, P, 3]` (scored by `keypoints_scores` where given)."""
+def _torchvision(detections: Sequence[Mapping[str, torch.Tensor]], slot: tuple[int, int],
+                 mask_threshold: float) -> Candidates:
+    """Boxes (xyxy, the frame's pixels), labels, scores; optional masks `[k, 1, h, w]` (above
+    `mask_threshold`, as bool before they are padded to the slot: a float mask padded first was
+    about 830 MB a 1080p frame at 100 detections) and keypoints `[k, P, 3]` (scored by
+    `keypoints_scores` where given)."""
     device = detections[0]["boxes"].device
     counts = torch.tensor([len(d["boxes"]) for d in detections], device=device)
     frames = torch.repeat_interleave(torch.arange(len(detections), device=device), counts)
@@ -415,8 +435,8 @@ def _torchvision(detections: Sequence[Mapping[str, torch.Tensor]], slot: tuple[i
         keypoints = torch.cat(points)
     masks = None
     if all("masks" in d for d in detections):  # [k, 1, h, w] at each frame's size: padded to the slot
-        masks = torch.cat([F.pad(d["masks"].reshape(-1, *d["masks"].shape[-2:]),
+        masks = torch.cat([F.pad((d["masks"].reshape(-1, *d["masks"].shape[-2:]) > mask_threshold).to(torch.uint8),
                                  (0, slot[1] - d["masks"].shape[-1], 0, slot[0] - d["masks"].shape[-2]))
-                           for d in detections])
+                           for d in detections]).bool()
     return Candidates(torch.cat([d["boxes"] for d in detections]), torch.cat([d["scores"] for d in detections]),
                       torch.cat([d["labels"] for d in detections]).long(), frames, keypoints, masks)

@@ -6,7 +6,6 @@ computed and sent: a mask is zero outside its box."""
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -43,14 +42,6 @@ def window_bits(coefficients: torch.Tensor, frames: torch.Tensor, boxes: torch.T
         bits.append((_sample(logits, placement.original[frame], window) > 0).reshape(-1))
     flat = torch.cat(bits) if bits else torch.zeros(0, dtype=torch.bool, device=protos.device)
     return flat, spans
-
-
-def full_mask(bits: np.ndarray, window: list[int], size: tuple[int, int]) -> np.ndarray:
-    """The `[h, w]` bool mask of one detection from its window's bits."""
-    x0, y0, x1, y1 = window
-    mask = np.zeros(size, dtype=bool)
-    mask[y0:y1, x0:x1] = bits.reshape(max(0, y1 - y0), max(0, x1 - x0))
-    return mask
 
 
 def _frame_area(placement: Placement, frame: int, stride: float, shape: torch.Size) -> tuple[int, int, int, int]:

@@ -337,3 +337,43 @@ def test_a_model_traced_at_a_batch_of_one_fails_at_load_saying_what_to_set():
     frames = [planted.scene(64, 64, {0: (0, 0, 64, 32)}), planted.scene(64, 64, {})]
     responses, _ = pipeline.run([support.request(support.npy(f), "application/x-npy") for f in frames])
     assert [r.status for r in responses] == [200, 200]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 600), st.integers(0, 600), st.integers(2, 80), st.integers(2, 80),
+                          st.integers(0, 7), st.integers(0, 5)), min_size=1, max_size=60), st.randoms())
+def test_nms_frame_by_frame_keeps_what_reference_nms_keeps_whatever_the_rows_order(rows, rng):
+    """`per_frame_nms` (what a chunk runs): one NMS per frame, classes apart within it; the rows
+    shuffled (frames interleaved), the same boxes kept as the reference frame by frame and class
+    by class."""
+    from handler.tasks.nms import per_frame_nms
+
+    boxes = [[x, y, x + w, y + h] for x, y, w, h, _, _ in rows]
+    boxes += [[v + 1 for v in box] for box in boxes[: len(boxes) // 2]]
+    frames = [f for *_, f, _ in rows] + [f for *_, f, _ in rows[: len(rows) // 2]]
+    classes = [c for *_, c in rows] + [c for *_, c in rows[: len(rows) // 2]]
+    scores = [v / 2**20 for v in rng.sample(range(1, 2**20), len(boxes))]
+    order = list(range(len(boxes)))
+    rng.shuffle(order)
+    pick = torch.tensor(order)
+    kept = per_frame_nms(torch.tensor(boxes, dtype=torch.float32)[pick], torch.tensor(scores, dtype=torch.float32)[pick],
+                         torch.tensor(classes)[pick], torch.tensor(frames)[pick], 8, 0.7)
+    groups = [f * 100 + c for f, c in zip(frames, classes)]
+    assert sorted(order[i] for i in kept.tolist()) == _reference_nms(boxes, scores, groups, 0.7)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 40), st.data())
+def test_a_masks_rle_from_its_window_is_pycocotools_encoding_of_the_whole_frame(h, w, data):
+    from pycocotools import mask as coco
+
+    x0 = data.draw(st.integers(0, w))
+    x1 = data.draw(st.integers(x0, w))
+    y0 = data.draw(st.integers(0, h))
+    y1 = data.draw(st.integers(y0, h))
+    bits = np.array(data.draw(st.lists(st.booleans(), min_size=(y1 - y0) * (x1 - x0),
+                                       max_size=(y1 - y0) * (x1 - x0))), dtype=bool).reshape(y1 - y0, x1 - x0)
+    whole = np.zeros((h, w), dtype=bool)
+    whole[y0:y1, x0:x1] = bits
+    expected = coco.encode(np.asfortranarray(whole.astype(np.uint8)))
+    assert rle.encode_window(bits, [x0, y0, x1, y1], (h, w)) == {"size": [h, w], "counts": expected["counts"].decode()}

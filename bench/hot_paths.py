@@ -1,0 +1,156 @@
+"""The detection head's hot paths, each against the code it replaced, in this process (CPU here;
+`python -m bench.models --hot-paths`, about a minute):
+
+1. NMS over a chunk of 16 frames x 5,000 candidates (a detector at `score_threshold: 0.1`, 80
+   classes, boxes overlapping as a detector's do): one NMS over the whole chunk, frames and
+   classes apart by offsets (the code before), against NMS frame by frame (`per_frame_nms`),
+   against one frame's NMS times 16 (the target: at most 1.3 times that).
+2. YOLO-seg masks of one 1080p frame at 10 and 300 detections: the prototypes' mix per detection
+   (`window_bits`, unchanged), then the COCO RLE of each mask from a frame-sized buffer (before)
+   or from its window (`rle.encode_window`, now); the target: under 30 ms at 300, 3 ms at 10.
+
+Medians of `repeats` runs; the machine may be shared: compare rows of one run.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from handler.layout import layout_for
+from handler.tasks import rle
+from handler.tasks.masks import window_bits
+from handler.tasks.nms import batched_nms, per_frame_nms
+
+FRAMES, CANDIDATES, CLASSES = 16, 5000, 80
+NMS_RATIO = 1.3
+MASK_TARGET_MS = {10: 3.0, 300: 30.0}
+
+
+@dataclass(frozen=True, slots=True)
+class HotRow:
+    part: str
+    case: str
+    ms: float
+
+
+def _median_ms(run: Callable[[], Any], repeats: int) -> float:
+    run()  # warm
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+    return round(1000 * statistics.median(times), 2)
+
+
+def _candidates(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """16 frames x 5,000 boxes around 300 objects a frame (a detector's clusters), scores, classes, frames."""
+    g = torch.Generator().manual_seed(seed)
+    objects = torch.rand(FRAMES, 300, 4, generator=g) * torch.tensor([1800.0, 1000.0, 120.0, 120.0]) + 20
+    pick = torch.randint(0, 300, (FRAMES, CANDIDATES), generator=g)
+    base = torch.gather(objects, 1, pick[..., None].expand(-1, -1, 4))
+    jitter = torch.randn(FRAMES, CANDIDATES, 4, generator=g) * 6
+    x, y, w, h = (base + jitter).unbind(-1)
+    boxes = torch.stack([x, y, x + w.abs() + 4, y + h.abs() + 4], dim=-1).reshape(-1, 4)
+    scores = torch.rand(FRAMES * CANDIDATES, generator=g) * 0.9 + 0.1
+    classes = (pick % CLASSES).reshape(-1)
+    frames = torch.arange(FRAMES).repeat_interleave(CANDIDATES)
+    return boxes, scores, classes, frames
+
+
+def nms_rows(repeats: int = 3) -> list[HotRow]:
+    boxes, scores, classes, frames = _candidates()
+    one = slice(0, CANDIDATES)
+    return [
+        HotRow("NMS", f"{FRAMES} x {CANDIDATES}: one NMS over the chunk (before)",
+               _median_ms(lambda: batched_nms(boxes, scores, frames * 2**20 + classes, 0.7), repeats)),
+        HotRow("NMS", f"{FRAMES} x {CANDIDATES}: frame by frame (now)",
+               _median_ms(lambda: per_frame_nms(boxes, scores, classes, frames, FRAMES, 0.7), repeats)),
+        HotRow("NMS", f"one frame of {CANDIDATES}, x {FRAMES}",
+               round(FRAMES * _median_ms(lambda: batched_nms(boxes[one], scores[one], classes[one], 0.7), repeats), 2)),
+    ]
+
+
+def _full_mask(bits: np.ndarray, window: list[int], size: tuple[int, int]) -> np.ndarray:
+    """The code before: each mask in a frame-sized buffer, then encoded whole."""
+    x0, y0, x1, y1 = window
+    mask = np.zeros(size, dtype=bool)
+    mask[y0:y1, x0:x1] = bits.reshape(max(0, y1 - y0), max(0, x1 - x0))
+    return mask
+
+
+def mask_rows(repeats: int = 3) -> list[HotRow]:
+    from handler.config import HandlerConfig
+
+    height, width = 1080, 1920
+    layout = layout_for(HandlerConfig.from_mapping({"resize": "letterbox", "input_size": [640, 640],
+                                                    "letterbox_pad": "center"}))
+    placement = layout.place((640, 640), [(height, width)])
+    g = torch.Generator().manual_seed(1)
+    protos = torch.randn(1, 32, 160, 160, generator=g)
+    rows = []
+    for count in MASK_TARGET_MS:
+        corner = torch.rand(count, 2, generator=g) * torch.tensor([width - 200.0, height - 200.0])
+        boxes = torch.cat([corner, corner + 40 + torch.rand(count, 2, generator=g) * 150], dim=1)
+        coefficients = torch.randn(count, 32, generator=g)
+        frames = torch.zeros(count, dtype=torch.int64)
+
+        def encode(whole: bool, coefficients: torch.Tensor = coefficients, frames: torch.Tensor = frames,
+                   boxes: torch.Tensor = boxes) -> list[dict[str, object]]:
+            bits, spans = window_bits(coefficients, frames, boxes, protos, placement)
+            flat, windows = bits.numpy(), spans.tolist()
+            sizes = [(x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in windows]
+            offsets = np.cumsum([0, *sizes])
+            return [rle.encode(_full_mask(flat[a:b], w, (height, width))) if whole
+                    else rle.encode_window(flat[a:b], w, (height, width))
+                    for a, b, w in zip(offsets[:-1], offsets[1:], windows)]
+
+        assert encode(True) == encode(False)  # the same answers
+        mix = _median_ms(lambda c=coefficients, f=frames, b=boxes: window_bits(c, f, b, protos, placement), repeats)
+        rows += [HotRow("YOLO-seg masks, 1080p", f"{count} masks: mix + frame-sized RLE (before)",
+                        _median_ms(lambda: encode(True), repeats)),
+                 HotRow("YOLO-seg masks, 1080p", f"{count} masks: mix + RLE from the window (now)",
+                        _median_ms(lambda: encode(False), repeats)),
+                 HotRow("YOLO-seg masks, 1080p", f"{count} masks: of which the prototypes' mix", mix)]
+    return rows
+
+
+def verdicts(rows: list[HotRow]) -> list[str]:
+    by = {r.case: r.ms for r in rows}
+    out = []
+    chunk = by.get(f"{FRAMES} x {CANDIDATES}: frame by frame (now)")
+    alone = by.get(f"one frame of {CANDIDATES}, x {FRAMES}")
+    if chunk is not None and alone:
+        out.append(f"NMS at {FRAMES} x {CANDIDATES}: {chunk:g} ms, {chunk / alone:.2f} x {FRAMES} frames' own "
+                   f"(target <= {NMS_RATIO:g}): {'PASS' if chunk <= NMS_RATIO * alone else 'FAIL'}")
+    for count, target in MASK_TARGET_MS.items():
+        now = by.get(f"{count} masks: mix + RLE from the window (now)")
+        if now is not None:
+            out.append(f"YOLO-seg post-processing at {count} masks on a 1080p frame: {now:g} ms (target < {target:g}): "
+                       f"{'PASS' if now < target else 'FAIL'}")
+    return out
+
+
+def table(rows: list[HotRow]) -> str:
+    lines = ["| hot path | case | ms (median) |", "| --- | --- | --- |"]
+    lines += [f"| {r.part} | {r.case} | {r.ms:g} |" for r in rows]
+    return "\n".join(lines)
+
+
+def main(repeats: int = 3) -> list[HotRow]:
+    torch.set_num_threads(1)
+    rows = nms_rows(repeats) + mask_rows(repeats)
+    print(table(rows))
+    print("\n".join(verdicts(rows)))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
