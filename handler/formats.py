@@ -91,6 +91,14 @@ def resolve(body: bytes | bytearray | memoryview, content_type: str | None, size
     raise UnsupportedContentType(f"Content-Type {media!r} is not supported: send {_SUPPORTED}")
 
 
+def unwrapped(body: bytes | bytearray, content_type: str | None, sized: bool) -> bytes | bytearray:
+    """`body`, or the image it holds as base64 text where its format is to be found from its
+    bytes (no Content-Type or a generic one, no raw frame size): JSON clients send images so."""
+    if media_type(content_type) in GENERIC and not sized and sniff(body) is None:
+        return from_base64(body) or body
+    return body
+
+
 def from_base64(body: bytes | bytearray | memoryview) -> bytes | None:
     """The bytes that `body` holds as base64 text (as TorchServe's vision handlers and KServe's
     examples send images in JSON), when they are a format this handler takes; else None (and

@@ -20,7 +20,7 @@ from handler import jpeg
 from handler.clip import Clip, Meta, letterbox_size
 from handler.config import HandlerConfig, Resize
 from handler.errors import CorruptFrame, EmptyFrame, FrameTooLarge, UnsupportedContentType
-from handler.formats import GENERIC, Format, from_base64, media_type, resolve, sniff
+from handler.formats import Format, media_type, resolve, unwrapped
 from handler.limits import Limits
 from handler.video import decode_segment
 
@@ -119,8 +119,7 @@ def decode(body: object, content_type: str | None, meta: Meta, config: HandlerCo
         )
     if not body:
         raise EmptyFrame("the request body is empty")
-    if media_type(content_type) in GENERIC and not meta.sized and sniff(body) is None:
-        body = from_base64(body) or body  # an image sent as base64 text (JSON clients)
+    body = unwrapped(body, content_type, meta.sized)
     fmt = resolve(body, content_type, meta.sized)
     limits = Limits.of(config)
     if fmt is Format.JPEG:

@@ -6,8 +6,9 @@ computed and sent: a mask is zero outside its box."""
 
 from __future__ import annotations
 
+import math
+
 import torch
-import torch.nn.functional as F
 
 from handler.layout import Placement
 
@@ -35,11 +36,10 @@ def window_bits(coefficients: torch.Tensor, frames: torch.Tensor, boxes: torch.T
     spans = windows(boxes)
     bits = []
     stride = placement.slot[0] / protos.shape[2]
+    areas = [_frame_area(placement, frame, stride, protos.shape[2:]) for frame in range(protos.shape[0])]
     for i, (frame, window) in enumerate(zip(frames.tolist(), spans.tolist())):
-        area = _frame_area(placement, frame, stride, protos.shape[2:])
-        logits = (coefficients[i].float() @ protos[frame].float().flatten(1)).view(protos.shape[2:])
-        logits = logits[area[0]:area[1], area[2]:area[3]]
-        bits.append((_sample(logits, placement.original[frame], window) > 0).reshape(-1))
+        bits.append((_window_logits(coefficients[i], protos[frame], areas[frame], placement.original[frame], window)
+                     > 0).reshape(-1))
     flat = torch.cat(bits) if bits else torch.zeros(0, dtype=torch.bool, device=protos.device)
     return flat, spans
 
@@ -53,20 +53,49 @@ def _frame_area(placement: Placement, frame: int, stride: float, shape: torch.Si
             round(left / stride - 0.1), shape[1] - round(right / stride + 0.1))
 
 
-def _sample(logits: torch.Tensor, size: tuple[int, int], window: list[int]) -> torch.Tensor:
-    """`F.interpolate(logits, size, "bilinear")[window]` without the whole frame: the window's
-    pixels sampled where interpolate would sample them (align_corners=False, borders clamped)."""
+def _window_logits(coefficients: torch.Tensor, protos: torch.Tensor, area: tuple[int, int, int, int],
+                   size: tuple[int, int], window: list[int]) -> torch.Tensor:
+    """`F.interpolate(coefficients @ protos[area], size, "bilinear")[window]` (align_corners=False,
+    as Ultralytics' `scale_masks`) from the prototype cells under the window alone: the mix of
+    those cells, then each window pixel interpolated from its four, separably (rows, then
+    columns). Nothing frame-sized, and a few hundred cells mixed instead of the whole map.
+
+    Args:
+        coefficients: `Tensor[32]`.
+        protos: `Tensor[32, ph, pw]`, one frame's prototypes.
+        area: rows and columns of the prototypes that cover the frame (`_frame_area`).
+        size: the frame's (h, w).
+        window: x0, y0, x1, y1 in the frame.
+    """
     x0, y0, x1, y1 = window
+    top, bottom, left, right = area
     if x1 <= x0 or y1 <= y0:
-        return logits.new_zeros((max(0, y1 - y0), max(0, x1 - x0)))
-    (ph, pw), (h, w) = logits.shape, size
-    ys = ((torch.arange(y0, y1, device=logits.device) + 0.5) * (ph / h) - 0.5).clamp(min=0)
-    xs = ((torch.arange(x0, x1, device=logits.device) + 0.5) * (pw / w) - 0.5).clamp(min=0)
-    gy = (2 * ys + 1) / ph - 1
-    gx = (2 * xs + 1) / pw - 1
-    grid = torch.stack(torch.meshgrid(gx, gy, indexing="xy"), dim=-1)[None]
-    out = F.grid_sample(logits[None, None], grid, mode="bilinear", padding_mode="border", align_corners=False)
-    return out[0, 0]
+        return protos.new_zeros((max(0, y1 - y0), max(0, x1 - x0)))
+    (ah, aw), (h, w) = (bottom - top, right - left), size
+    _, iy0, iy1, wy = _source(y0, y1, ah, h, protos.device)
+    _, ix0, ix1, wx = _source(x0, x1, aw, w, protos.device)
+    r0, r1 = _cells(y0, y1, ah, h)
+    c0, c1 = _cells(x0, x1, aw, w)
+    cells = protos[:, top + r0:top + r1, left + c0:left + c1].float()
+    logits = (coefficients.float() @ cells.flatten(1)).view(r1 - r0, c1 - c0)
+    rows = logits[iy0 - r0] * (1 - wy)[:, None] + logits[iy1 - r0] * wy[:, None]  # [window h, cells w]
+    return rows[:, ix0 - c0] * (1 - wx) + rows[:, ix1 - c0] * wx
+
+
+def _source(start: int, stop: int, cells: int, pixels: int,
+            device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Where output pixels `start .. stop - 1` sample `cells` input cells (bilinear,
+    align_corners=False): the source positions, their two cells and the second one's weight."""
+    src = ((torch.arange(start, stop, device=device, dtype=torch.float32) + 0.5) * (cells / pixels) - 0.5).clamp(min=0)
+    low = src.floor().long().clamp(max=cells - 1)
+    return src, low, (low + 1).clamp(max=cells - 1), src - low
+
+
+def _cells(start: int, stop: int, cells: int, pixels: int) -> tuple[int, int]:
+    """The input cells (a range, one to spare each side) that output pixels `start .. stop - 1` read."""
+    first = max(0.0, (start + 0.5) * cells / pixels - 0.5)
+    last = max(0.0, (stop - 0.5) * cells / pixels - 0.5)
+    return max(0, math.floor(first) - 1), min(cells, math.floor(last) + 3)
 
 
 def prototypes(raw: object) -> torch.Tensor | None:
