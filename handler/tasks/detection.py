@@ -66,12 +66,14 @@ class Candidates:
     non_finite: torch.Tensor | None = None
 
     def take(self, index: torch.Tensor) -> Candidates:
+        """The candidates at `index` (every per-row field, by name; the rest as they are)."""
         def pick(t: torch.Tensor | None) -> torch.Tensor | None:
             return None if t is None else t[index]
 
-        return Candidates(self.boxes[index], self.scores[index], self.classes[index], self.frames[index],
-                          pick(self.keypoints), pick(self.masks), self.nms, pick(self.coefficients),
-                          self.non_finite)
+        return dataclasses.replace(self, boxes=self.boxes[index], scores=self.scores[index],
+                                   classes=self.classes[index], frames=self.frames[index],
+                                   keypoints=pick(self.keypoints), masks=pick(self.masks),
+                                   coefficients=pick(self.coefficients))
 
     def finite(self) -> torch.Tensor:
         """`Tensor[M] bool`: the rows whose box, score, keypoints and mask coefficients are all finite."""
