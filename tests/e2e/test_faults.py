@@ -47,9 +47,13 @@ def test_a_killed_worker_fails_in_flight_frames_then_serves_again(server):
     # client timeout, never a refused or reset connection. docs/failures.md.
     assert statuses.count(0) <= BATCH_SIZE, outcome.errors
     assert all("ReadTimeout" in error for error in outcome.errors), outcome.errors
-    after = [start for start, _, status in outcome.records if status == 200 and start > killed[0]]
-    assert after, "no 200 after the worker was killed"
-    print(f"first 200 sent {min(after) - killed[0]:.1f} s after the kill; "
-          f"{statuses.count(0)} dropped unanswered; {sorted(set(statuses))}")
+    # Serves again. Not always within the clients' window: when every client's request was in the
+    # batch the worker died with (16 clients, batchSize 32), each waits out its 30 s timeout and
+    # nothing is sent meanwhile (seen in a CI run: the next 200 was the next request sent). So
+    # the next request sent after the kill is answered 200 once the worker is back.
+    recovered = wait_for_200(server, "frame_quality", FRAME, "image/jpeg", timeout=60)
+    after = [start - killed[0] for start, _, status in outcome.records if status == 200 and start > killed[0]]
+    print(f"first 200 sent {min(after, default=float('nan')):.1f} s after the kill (within the window), "
+          f"{recovered:.1f} s after the window; {statuses.count(0)} dropped unanswered; {sorted(set(statuses))}")
     assert server.worker_pids("frame_quality") != [pid]
     assert server.worker_status("frame_quality") == ["READY"]
