@@ -75,11 +75,6 @@ class Tracks:
         """The camera's last id given (0: none yet)."""
         return self._issued
 
-    @property
-    def live(self) -> int:
-        """Confirmed tracks alive now (seen or coasting)."""
-        return int(np.count_nonzero(self._rows[:, _ID]))
-
     def configure(self, lost_track_seconds: float, threshold: float) -> None:
         """New settings (a reload), applied from the next frame: the tracks go on."""
         self.lost_track_seconds = lost_track_seconds
