@@ -66,6 +66,47 @@ class Placement:
             rows.append((left, top, 1.0 if self.scales is None else self.scales[i], w, h, 0.0))
         return torch.tensor(rows, dtype=torch.float32).reshape(len(rows), 6)
 
+    @staticmethod
+    def points_back(x: torch.Tensor, y: torch.Tensor, geometry: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Points of the model's input in their frames' own pixels, clipped to the frame.
+
+        Args:
+            x: `Tensor[M, K]`, the x of K points of each of M rows (a box's corners, a pose's keypoints).
+            y: `Tensor[M, K]`, their y.
+            geometry: `Tensor[M, 6]`, the `to_frame` row of each row's frame, on the points' device.
+        """
+        left, top, scale, width, height = (geometry[:, i:i + 1] for i in range(5))
+        low = torch.zeros_like(left)
+        return ((x.float() - left) / scale).clamp(low, width), ((y.float() - top) / scale).clamp(low, height)
+
+    def area(self, i: int, stride: float, cover: bool = True) -> tuple[int, int, int, int]:
+        """Frame i's rows and columns `[top, bottom) x [left, right)` in a map of the slot at
+        `stride` (the slot's pixels per cell).
+
+        Args:
+            i: the frame's index in the chunk.
+            stride: the map's stride (a float where the map is not an integer division of the slot).
+            cover: True: every cell the frame touches (floor and ceiling: dense maps, answered at
+                `ceil(h / stride)` rows for the frame's h); False: the cells mostly inside it, as
+                Ultralytics' `scale_masks` cuts the padding off prototypes (each pad rounded after
+                a 0.1 nudge inwards; at least one cell each way, where Ultralytics would fail on a frame
+                thinner than half a cell).
+        """
+        (top, left), (h, w) = self.offset(i), self.sizes[i]
+        if cover:
+            return (math.floor(top / stride), math.ceil((top + h) / stride),
+                    math.floor(left / stride), math.ceil((left + w) / stride))
+        rows, columns = round(self.slot[0] / stride), round(self.slot[1] / stride)
+        bottom, right = self.slot[0] - top - h, self.slot[1] - left - w
+        first, last = min(round(top / stride - 0.1), rows - 1), rows - round(bottom / stride + 0.1)
+        start, stop = min(round(left / stride - 0.1), columns - 1), columns - round(right / stride + 0.1)
+        return first, max(last, first + 1), start, max(stop, start + 1)  # a frame thinner than a cell keeps one
+
+    def crops(self, stride: int = 1) -> list[tuple[slice, slice]]:
+        """Each frame's area (`cover`) in a map of the slot at `stride`: `(rows, columns)` slices."""
+        return [(slice(top, bottom), slice(left, right))
+                for top, bottom, left, right in (self.area(i, stride) for i in range(len(self.sizes)))]
+
     @property
     def tensor_pixels(self) -> int:
         """Pixels of the model input: rows x H x W."""
@@ -114,14 +155,6 @@ class Layout:
         return Placement(slot, self.rows(len(original)), tuple(self.fitted(h, w) for h, w in original),
                          tuple(original))
 
-    def crops(self, placement: Placement, stride: int = 1) -> list[tuple[slice, slice]]:
-        """Each frame's area in a map of the slot at `stride`: `(rows, columns)` slices."""
-        areas = []
-        for i, (h, w) in enumerate(placement.sizes):
-            top, left = placement.offset(i)
-            areas.append((slice(top // stride, -(-(top + h) // stride)), slice(left // stride, -(-(left + w) // stride))))
-        return areas
-
     def chunk_pixels(self, slot: Size, frames: int) -> int:
         """Input pixels of a chunk of `frames` frames in `slot`: what a forward's memory scales with."""
         return self.rows(frames) * slot[0] * slot[1]
@@ -168,7 +201,7 @@ class Layout:
         if stride is None:
             return [_json_safe(row, finite) for row in output.tolist()]
         values = []
-        for i, (rows, columns) in enumerate(self.crops(placement, stride)):
+        for i, (rows, columns) in enumerate(placement.crops(stride)):
             crop = output[i, ..., rows, columns]
             if placement.resized:
                 oh, ow = placement.original[i]

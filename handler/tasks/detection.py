@@ -11,7 +11,6 @@ transfer per dtype.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from handler.outputs import NON_FINITE, Gathered, pack
 from handler.tasks import rle
 from handler.tasks.head import Upload, describe, first_tensor, forward
 from handler.tasks.labels import Labels, check_ids
-from handler.tasks.masks import prototypes, window_bits
+from handler.tasks.masks import mask_changes, prototypes
 from handler.tasks.nms import per_frame_nms
 
 logger = logging.getLogger(__name__)
@@ -196,7 +195,7 @@ class DetectionHead:
         if found.masks is not None:
             tensors["masks"] = found.masks
         if found.coefficients is not None and protos is not None:
-            tensors["mask_bits"], tensors["mask_windows"] = window_bits(
+            tensors["mask_changes"], tensors["mask_counts"] = mask_changes(
                 found.coefficients, found.frames, found.boxes, protos[:frames], placement)
         return pack(tensors)
 
@@ -214,13 +213,13 @@ class DetectionHead:
         classes = got["classes"].tolist()
         keypoints = got["keypoints"].tolist() if "keypoints" in got else None
         masks = got.get("masks")
-        windows = got["mask_windows"].tolist() if "mask_windows" in got else None
-        bits = got["mask_bits"].numpy() if "mask_bits" in got else None
         extras = {"keypoints": list(got["keypoints"].shape[1:])} if "keypoints" in got else {}
-        if masks is not None or windows is not None:
+        if masks is not None or "mask_counts" in got:
             extras["mask"] = []
-        spans = [(x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in windows or []]
-        offsets = [0, *itertools.accumulate(spans)]
+        mixed = None
+        if "mask_counts" in got:
+            sizes = [size for size, count in zip(placement.original, counts) for _ in range(count)]
+            mixed = rle.from_changes(got["mask_changes"].numpy(), got["mask_counts"].numpy(), sizes)
         results, start = [], 0
         for (h, w), count in zip(placement.original, counts):
             detections = []
@@ -231,8 +230,8 @@ class DetectionHead:
                     detection["keypoints"] = [[round(x, 2), round(y, 2), round(s, 5)] for x, y, s in keypoints[j]]
                 if masks is not None:
                     detection["mask"] = rle.encode(masks[j, :h, :w].numpy())
-                if windows is not None and bits is not None:
-                    detection["mask"] = rle.encode_window(bits[offsets[j]:offsets[j + 1]], windows[j], (h, w))
+                if mixed is not None:
+                    detection["mask"] = mixed[j]
                 detections.append(detection)
             start += count
             results.append(FrameResult(w, h, answer={"detections": detections}, extras=extras))
@@ -312,16 +311,11 @@ class DetectionHead:
     def _to_frames(self, found: Candidates, geometry: torch.Tensor) -> Candidates:
         """Boxes and keypoints in each frame's pixels, clipped to it; boxes left empty or smaller
         than `min_box_size` dropped."""
-        left, top, scale, width, height = (geometry[:, i:i + 1] for i in range(5))
-        low = torch.zeros_like(left)
-        boxes = found.boxes.float()
-        xs = ((boxes[:, 0::2] - left) / scale).clamp(low, width)
-        ys = ((boxes[:, 1::2] - top) / scale).clamp(low, height)
+        xs, ys = Placement.points_back(found.boxes[:, 0::2], found.boxes[:, 1::2], geometry)
         boxes = torch.stack((xs[:, 0], ys[:, 0], xs[:, 1], ys[:, 1]), dim=1)
         keypoints = found.keypoints
         if keypoints is not None:
-            kx = ((keypoints[..., 0] - left) / scale).clamp(low, width)
-            ky = ((keypoints[..., 1] - top) / scale).clamp(low, height)
+            kx, ky = Placement.points_back(keypoints[..., 0], keypoints[..., 1], geometry)
             keypoints = torch.stack((kx, ky, keypoints[..., 2].float()), dim=-1)
         size = min(self._config.min_box_size, 1e9)
         w, h = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]

@@ -1,12 +1,19 @@
 """Instance masks of YOLO segment models: 32 mask coefficients per detection and the chunk's
 prototypes `[N, 32, H/4, W/4]`, answered in the frame's own pixels as Ultralytics'
 `process_mask_native` (`retina_masks=True`) makes them: the prototypes' mix cropped to the frame's
-area, resized bilinearly to the frame, kept inside the box, above 0. Only the box's window is
-computed and sent: a mask is zero outside its box."""
+area (`Placement.area`, `cover=False`), resized bilinearly to the frame (align_corners=False),
+kept inside the box, above 0.
+
+No pixel is computed. A mask is zero outside its box's window, and inside it each pixel column
+is a piecewise linear function of the row (bilinear interpolation between cell rows), so the
+column's runs are bounded by that function's zero crossings, found from the prototype cells
+under the window. For every detection of a chunk at once, in tensor operations on the device:
+the cells' mix, each window column sampled from its two cell columns, the crossings where
+consecutive cell rows change sign. What leaves the device is the pixels where each mask changes
+value (`rle.from_changes` writes them as COCO RLE): a few per column, not a bit per pixel.
+"""
 
 from __future__ import annotations
-
-import math
 
 import torch
 
@@ -19,9 +26,9 @@ def windows(boxes: torch.Tensor) -> torch.Tensor:
     return torch.cat((boxes[:, :2].ceil(), boxes[:, 2:].ceil()), dim=1).long()
 
 
-def window_bits(coefficients: torch.Tensor, frames: torch.Tensor, boxes: torch.Tensor, protos: torch.Tensor,
-                placement: Placement) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each detection's mask inside its window, flat, and the windows.
+def mask_changes(coefficients: torch.Tensor, frames: torch.Tensor, boxes: torch.Tensor, protos: torch.Tensor,
+                 placement: Placement) -> tuple[torch.Tensor, torch.Tensor]:
+    """Where each detection's mask changes value, for `rle.from_changes`.
 
     Args:
         coefficients: `Tensor[M, 32]`.
@@ -31,71 +38,136 @@ def window_bits(coefficients: torch.Tensor, frames: torch.Tensor, boxes: torch.T
         placement: the chunk's placement (each frame's area in the slot).
 
     Returns:
-        `Tensor[sum of window areas] bool` (row-major per window) and `Tensor[M, 4]` windows.
+        `Tensor[K] int64`, mask after mask, the column-major pixel indices (`x * h + y` in the
+        frame) where the mask changes value, and `Tensor[M] int64`, how many each mask has.
     """
-    spans = windows(boxes)
-    bits = []
+    geometry = _geometry(frames, boxes, protos, placement)
+    columns = _Columns(geometry)
+    logits = _cell_logits(coefficients, frames, protos, geometry)
+    values, pairs = _column_values(logits, geometry, columns)
+    return _changes(values, pairs, geometry, columns)
+
+
+class _Geometry:
+    """Per detection (each `Tensor[M]`): its frame's area in the prototypes (`top`, `left`, `ah`
+    x `aw` cells), the frame's `h` x `w`, the window, its cell rows `r0 .. r0 + rows - 1` and
+    columns `c0 .. c0 + cols - 1`, and its `width` in pixel columns (0 when empty)."""
+
+    def __init__(self, table: torch.Tensor, window: torch.Tensor) -> None:
+        self.top, bottom, self.left, right, self.h, self.w = table.unbind(1)
+        self.ah, self.aw = bottom - self.top, right - self.left
+        self.x0, self.y0, self.x1, self.y1 = window.unbind(1)
+        empty = (self.x1 <= self.x0) | (self.y1 <= self.y0)
+        self.width = torch.where(empty, 0, self.x1 - self.x0)
+        self.r0, _ = _sources(self.y0, self.ah, self.h)
+        _, last = _sources(self.y1 - 1, self.ah, self.h)
+        self.rows = torch.where(empty, 0, last - self.r0 + 1)
+        self.c0, _ = _sources(self.x0, self.aw, self.w)
+        _, right_cell = _sources(self.x1 - 1, self.aw, self.w)
+        self.cols = torch.where(empty, 0, right_cell - self.c0 + 1)
+
+
+def _geometry(frames: torch.Tensor, boxes: torch.Tensor, protos: torch.Tensor, placement: Placement) -> _Geometry:
     stride = placement.slot[0] / protos.shape[2]
-    areas = [_frame_area(placement, frame, stride, protos.shape[2:]) for frame in range(protos.shape[0])]
-    for i, (frame, window) in enumerate(zip(frames.tolist(), spans.tolist())):
-        bits.append((_window_logits(coefficients[i], protos[frame], areas[frame], placement.original[frame], window)
-                     > 0).reshape(-1))
-    flat = torch.cat(bits) if bits else torch.zeros(0, dtype=torch.bool, device=protos.device)
-    return flat, spans
+    rows = [(*placement.area(f, stride, cover=False), *placement.original[f]) for f in range(protos.shape[0])]
+    table = torch.tensor(rows, dtype=torch.int64).reshape(-1, 6).to(protos.device)
+    return _Geometry(table[frames], windows(boxes))
 
 
-def _frame_area(placement: Placement, frame: int, stride: float, shape: torch.Size) -> tuple[int, int, int, int]:
-    """Rows and columns of the prototypes that cover the frame (the padding cut off as
-    Ultralytics' `scale_masks` cuts it: the borders rounded after a 0.1 nudge inwards)."""
-    (top, left), (h, w) = placement.offset(frame), placement.sizes[frame]
-    bottom, right = placement.slot[0] - top - h, placement.slot[1] - left - w
-    return (round(top / stride - 0.1), shape[0] - round(bottom / stride + 0.1),
-            round(left / stride - 0.1), shape[1] - round(right / stride + 0.1))
+def _sources(pixels: torch.Tensor, cells: torch.Tensor, size: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two cells output pixels sample (bilinear, align_corners=False, as `F.interpolate`)."""
+    low, high, _ = _weights(pixels, cells, size)
+    return low, high
 
 
-def _window_logits(coefficients: torch.Tensor, protos: torch.Tensor, area: tuple[int, int, int, int],
-                   size: tuple[int, int], window: list[int]) -> torch.Tensor:
-    """`F.interpolate(coefficients @ protos[area], size, "bilinear")[window]` (align_corners=False,
-    as Ultralytics' `scale_masks`) from the prototype cells under the window alone: the mix of
-    those cells, then each window pixel interpolated from its four, separably (rows, then
-    columns). Nothing frame-sized, and a few hundred cells mixed instead of the whole map.
-
-    Args:
-        coefficients: `Tensor[32]`.
-        protos: `Tensor[32, ph, pw]`, one frame's prototypes.
-        area: rows and columns of the prototypes that cover the frame (`_frame_area`).
-        size: the frame's (h, w).
-        window: x0, y0, x1, y1 in the frame.
-    """
-    x0, y0, x1, y1 = window
-    top, bottom, left, right = area
-    if x1 <= x0 or y1 <= y0:
-        return protos.new_zeros((max(0, y1 - y0), max(0, x1 - x0)))
-    (ah, aw), (h, w) = (bottom - top, right - left), size
-    _, iy0, iy1, wy = _source(y0, y1, ah, h, protos.device)
-    _, ix0, ix1, wx = _source(x0, x1, aw, w, protos.device)
-    r0, r1 = _cells(y0, y1, ah, h)
-    c0, c1 = _cells(x0, x1, aw, w)
-    cells = protos[:, top + r0:top + r1, left + c0:left + c1].float()
-    logits = (coefficients.float() @ cells.flatten(1)).view(r1 - r0, c1 - c0)
-    rows = logits[iy0 - r0] * (1 - wy)[:, None] + logits[iy1 - r0] * wy[:, None]  # [window h, cells w]
-    return rows[:, ix0 - c0] * (1 - wx) + rows[:, ix1 - c0] * wx
+def _weights(pixels: torch.Tensor, cells: torch.Tensor,
+             size: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """For output pixels of a `size` axis resized from `cells`: the two cells read and the
+    second one's weight (the source position clamped at 0, as `F.interpolate` clamps it)."""
+    scale = (cells / size).float()
+    src = ((pixels.float() + 0.5) * scale - 0.5).clamp(min=0)
+    low = torch.minimum(src.floor().long(), cells - 1)
+    return low, torch.minimum(low + 1, cells - 1), src - low
 
 
-def _source(start: int, stop: int, cells: int, pixels: int,
-            device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Where output pixels `start .. stop - 1` sample `cells` input cells (bilinear,
-    align_corners=False): the source positions, their two cells and the second one's weight."""
-    src = ((torch.arange(start, stop, device=device, dtype=torch.float32) + 0.5) * (cells / pixels) - 0.5).clamp(min=0)
-    low = src.floor().long().clamp(max=cells - 1)
-    return src, low, (low + 1).clamp(max=cells - 1), src - low
+class _Columns:
+    """Every window column of every detection (each `Tensor[C]`): its detection, x, the two
+    cell columns it reads (as offsets in the detection's cell block) and the second's weight."""
+
+    def __init__(self, g: _Geometry) -> None:
+        count = g.width.numel()
+        self.owner = torch.repeat_interleave(torch.arange(count, device=g.width.device), g.width)
+        first = torch.cumsum(g.width, 0) - g.width
+        self.x = g.x0[self.owner] + torch.arange(self.owner.numel(), device=g.width.device) - first[self.owner]
+        low, high, self.weight = _weights(self.x, g.aw[self.owner], g.w[self.owner])
+        self.low, self.high = low - g.c0[self.owner], high - g.c0[self.owner]
 
 
-def _cells(start: int, stop: int, cells: int, pixels: int) -> tuple[int, int]:
-    """The input cells (a range, one to spare each side) that output pixels `start .. stop - 1` read."""
-    first = max(0.0, (start + 0.5) * cells / pixels - 0.5)
-    last = max(0.0, (stop - 0.5) * cells / pixels - 0.5)
-    return max(0, math.floor(first) - 1), min(cells, math.floor(last) + 3)
+def _cell_logits(coefficients: torch.Tensor, frames: torch.Tensor, protos: torch.Tensor,
+                 g: _Geometry) -> torch.Tensor:
+    """The mix of each detection's cell block, row-major block after block: `Tensor[sum rows x cols]`."""
+    _, k, ph, pw = protos.shape
+    sizes = g.rows * g.cols
+    owner = torch.repeat_interleave(torch.arange(sizes.numel(), device=sizes.device), sizes)
+    local = torch.arange(owner.numel(), device=sizes.device) - (torch.cumsum(sizes, 0) - sizes)[owner]
+    r = g.top[owner] + g.r0[owner] + torch.div(local, g.cols[owner], rounding_mode="floor")
+    c = g.left[owner] + g.c0[owner] + local % g.cols[owner]
+    cells = protos.permute(0, 2, 3, 1).reshape(-1, k)[(frames[owner] * ph + r) * pw + c]  # [cells, 32]
+    return torch.einsum("nk,nk->n", cells.float(), coefficients.float()[owner])
+
+
+def _column_values(logits: torch.Tensor, g: _Geometry, columns: _Columns) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each window column's value at each of its cell rows (the two cell columns mixed): one
+    `Tensor[P]` column after column, and each value's column."""
+    rows = g.rows[columns.owner]
+    pairs = torch.repeat_interleave(torch.arange(rows.numel(), device=rows.device), rows)
+    block = (torch.cumsum(g.rows * g.cols, 0) - g.rows * g.cols)[columns.owner]
+    step = g.cols[columns.owner]
+    first = torch.cumsum(rows, 0) - rows
+    at = (block - first * step)[pairs] + torch.arange(pairs.numel(), device=rows.device) * step[pairs]
+    weight = columns.weight[pairs]
+    return logits[at + columns.low[pairs]] * (1 - weight) + logits[at + columns.high[pairs]] * weight, pairs
+
+
+def _changes(values: torch.Tensor, pairs: torch.Tensor, g: _Geometry,
+             columns: _Columns) -> tuple[torch.Tensor, torch.Tensor]:
+    """The crossings of each column's piecewise linear function, as pixels where it changes."""
+    count, device = columns.owner.numel(), values.device
+    positive = values > 0
+    starts = torch.cumsum(g.rows[columns.owner], 0) - g.rows[columns.owner]
+    head = torch.zeros(positive.numel(), dtype=torch.bool, device=device)
+    head[starts] = True
+    at = torch.nonzero((positive[1:] != positive[:-1]) & ~head[1:]).squeeze(1)  # between cell rows at, at + 1
+    col, owner = pairs[at], columns.owner[pairs[at]]
+    a, b = values[at].double(), values[at + 1].double()
+    cell = (g.r0[owner] + at - starts[col]).double() + a / (a - b)
+    y = (cell + 0.5) * (g.h[owner] / g.ah[owner]).double() - 0.5
+    y = torch.where(b > 0, y.floor() + 1, y.ceil()).long()  # the first pixel past the crossing
+    y0, y1 = g.y0[columns.owner], g.y1[columns.owner]
+    before = torch.bincount(col[y <= y0[col]], minlength=count)
+    inside = (y > y0[col]) & (y < y1[col])
+    opened = positive[starts] ^ (before % 2 == 1)  # the column's value at y0
+    crossings = torch.bincount(col[inside], minlength=count)
+    closed = opened ^ (crossings % 2 == 1)  # its value at y1 - 1
+    return _ordered(columns, g, opened, closed, crossings, col[inside], y[inside])
+
+
+def _ordered(columns: _Columns, g: _Geometry, opened: torch.Tensor, closed: torch.Tensor, crossings: torch.Tensor,
+             col: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per column, y0 when it opens positive, its crossings, y1 when it closes positive: as
+    frame pixel indices, in order, and how many each detection has."""
+    per_column = opened.long() + crossings + closed.long()
+    out = torch.cumsum(per_column, 0) - per_column
+    changes = torch.empty(int(per_column.sum()), dtype=torch.int64, device=per_column.device)
+    column_height = g.h[columns.owner]
+    base = columns.x * column_height
+    first = torch.cumsum(crossings, 0) - crossings
+    rank = torch.arange(col.numel(), device=col.device) - first[col]
+    changes[(out + opened.long())[col] + rank] = base[col] + y
+    changes[out[opened]] = (base + g.y0[columns.owner])[opened]
+    changes[(out + per_column - 1)[closed]] = (base + g.y1[columns.owner])[closed]
+    per_detection = torch.zeros_like(g.width).index_add_(0, columns.owner, per_column)
+    return changes, per_detection
 
 
 def prototypes(raw: object) -> torch.Tensor | None:
@@ -103,4 +175,3 @@ def prototypes(raw: object) -> torch.Tensor | None:
     if isinstance(raw, (tuple, list)) and len(raw) == 2 and isinstance(raw[1], torch.Tensor) and raw[1].dim() == 4:
         return raw[1]
     return None
-

@@ -26,7 +26,6 @@ class SegmentationHead:
     def __init__(self, config: HandlerConfig, labels: Labels, layout: Layout) -> None:
         self._config = config
         self._labels = labels
-        self._layout = layout
         self._allowed = None if config.classes is None else set(labels.ids(list(config.classes), "classes"))
 
     def call(self, model: Callable[..., Any], x: torch.Tensor, placement: Placement,
@@ -45,7 +44,7 @@ class SegmentationHead:
         else:
             classes = scores.argmax(dim=1).to(torch.uint8 if scores.shape[1] <= 256 else torch.int32)
         maps = []
-        for i, (rows, columns) in enumerate(self._layout.crops(placement, stride)):
+        for i, (rows, columns) in enumerate(placement.crops(stride)):
             crop = classes[i, rows, columns]
             if crop.shape != placement.original[i]:
                 crop = F.interpolate(crop[None, None].float(), size=placement.original[i], mode="nearest")[0, 0]

@@ -203,3 +203,22 @@ def test_without_antialias_a_large_jpeg_is_decoded_whole_for_the_letterbox():
     whole = decode(body, "image/jpeg", Meta(), HandlerConfig.from_mapping({**settings, "resize_antialias": False}), False)
     assert shrunk.frames[0].shape[:2] == (320, 480) and shrunk.own_sizes == [(1280, 1920)]
     assert whole.frames[0].shape[:2] == (1280, 1920)
+
+
+@pytest.mark.parametrize("center, top", [(True, 18), (False, 0)])
+def test_the_placement_takes_points_and_areas_back_for_centred_and_top_left_frames(center, top):
+    """A 54x128 frame letterboxed into 64x64 at scale 1/2: 27x64, at row `top`. Points come back
+    in its pixels, clipped; dense maps take every cell the frame touches, prototypes the cells
+    mostly inside it (Ultralytics' scale_masks); a frame thinner than a cell keeps one."""
+    placement = LetterboxLayout((64, 64), center=center).place((64, 64), [(54, 128), (1, 200)])
+    assert placement.sizes[0] == (27, 64) and placement.offset(0) == (top, 0)
+    geometry = placement.to_frame()[[0, 0]]
+    x, y = placement.points_back(torch.tensor([[10.0], [64.0]]), torch.tensor([[top + 6.0], [top + 40.0]]), geometry)
+    assert x.flatten().tolist() == [20.0, 128.0] and y.flatten().tolist() == [12.0, 54.0]
+    below = 64 - top - 27
+    assert placement.area(0, 4) == (top // 4, math.ceil((top + 27) / 4), 0, 16)
+    assert placement.area(0, 4, cover=False) == (round(top / 4 - 0.1), 16 - round(below / 4 + 0.1), 0, 16)
+    assert placement.area(0, 4, cover=False) == ((4, 11, 0, 16) if center else (0, 7, 0, 16))
+    assert placement.crops(4)[0] == (slice(top // 4, math.ceil((top + 27) / 4)), slice(0, 16))
+    first, last, _, _ = placement.area(1, 4, cover=False)  # 1 x 200 -> 0 rows of 64 (rounded): one cell
+    assert last - first == 1
