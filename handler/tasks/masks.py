@@ -123,10 +123,11 @@ def _column_values(logits: torch.Tensor, g: _Geometry, columns: _Columns) -> tup
     pairs = torch.repeat_interleave(torch.arange(rows.numel(), device=rows.device), rows)
     block = (torch.cumsum(g.rows * g.cols, 0) - g.rows * g.cols)[columns.owner]
     step = g.cols[columns.owner]
-    first = torch.cumsum(rows, 0) - rows
-    at = (block - first * step)[pairs] + torch.arange(pairs.numel(), device=rows.device) * step[pairs]
-    weight = columns.weight[pairs]
-    return logits[at + columns.low[pairs]] * (1 - weight) + logits[at + columns.high[pairs]] * weight, pairs
+    low = block - (torch.cumsum(rows, 0) - rows) * step + columns.low  # a column's first row's cell, less its pairs before
+    at = low[pairs] + torch.arange(pairs.numel(), device=rows.device) * step[pairs]
+    a = logits[at]
+    b = logits[at + (columns.high - columns.low)[pairs]]
+    return a + (b - a) * columns.weight[pairs], pairs
 
 
 def _changes(values: torch.Tensor, pairs: torch.Tensor, g: _Geometry,
@@ -138,10 +139,11 @@ def _changes(values: torch.Tensor, pairs: torch.Tensor, g: _Geometry,
     head = torch.zeros(positive.numel(), dtype=torch.bool, device=device)
     head[starts] = True
     at = torch.nonzero((positive[1:] != positive[:-1]) & ~head[1:]).squeeze(1)  # between cell rows at, at + 1
-    col, owner = pairs[at], columns.owner[pairs[at]]
+    col = pairs[at]
     a, b = values[at].double(), values[at + 1].double()
-    cell = (g.r0[owner] + at - starts[col]).double() + a / (a - b)
-    y = (cell + 0.5) * (g.h[owner] / g.ah[owner]).double() - 0.5
+    first_cell = (g.r0[columns.owner] - starts).double()  # a column's pair k is cell row first_cell + k
+    ratio = (g.h.double() / g.ah.double())[columns.owner]
+    y = (first_cell[col] + at + a / (a - b) + 0.5) * ratio[col] - 0.5
     y = torch.where(b > 0, y.floor() + 1, y.ceil()).long()  # the first pixel past the crossing
     y0, y1 = g.y0[columns.owner], g.y1[columns.owner]
     before = torch.bincount(col[y <= y0[col]], minlength=count)

@@ -79,11 +79,13 @@ def _text(runs: np.ndarray, per_mask: np.ndarray) -> list[str]:
     values[later] -= runs[later - 2]
     magnitude = np.where(values < 0, ~values, values)
     groups = np.searchsorted(_GROUP_LIMITS, magnitude, side="right") + 1  # 5k bits hold [-2**(5k-1), 2**(5k-1))
-    widest = int(groups.max()) if groups.size else 1
-    shifts = 5 * np.arange(widest)
-    codes = (values[:, None] >> shifts) & 0x1F
-    codes |= np.where(np.arange(widest) < groups[:, None] - 1, 0x20, 0)
-    chars = (codes + 48).astype(np.uint8)[np.arange(widest) < groups[:, None]]
+    starts = np.cumsum(groups) - groups
+    chars = np.empty(int(groups.sum()), dtype=np.uint8)
+    rows = np.arange(values.size)
+    for level in range(int(groups.max()) if groups.size else 0):  # the rows still writing, fewer each level
+        rows = rows[groups[rows] > level]
+        code = (values[rows] >> 5 * level) & 0x1F
+        chars[starts[rows] + level] = code + np.where(groups[rows] > level + 1, 0x20 + 48, 48)
     text = chars.tobytes().decode("ascii")
     lengths = np.add.reduceat(groups, firsts) if runs.size else np.zeros(0, dtype=np.int64)
     bounds = np.concatenate(([0], np.cumsum(lengths))).tolist()
