@@ -145,9 +145,9 @@ def _changes(values: torch.Tensor, pairs: torch.Tensor, g: _Geometry,
     ratio = (g.h.double() / g.ah.double())[columns.owner]
     y = (first_cell[col] + at + a / (a - b) + 0.5) * ratio[col] - 0.5
     y = torch.where(b > 0, y.floor() + 1, y.ceil()).long()  # the first pixel past the crossing
-    y0, y1 = g.y0[columns.owner], g.y1[columns.owner]
-    before = torch.bincount(col[y <= y0[col]], minlength=count)
-    inside = (y > y0[col]) & (y < y1[col])
+    top = g.y0[columns.owner][col]
+    before = torch.bincount(col[y <= top], minlength=count)
+    inside = (y > top) & (y < g.y1[columns.owner][col])
     opened = positive[starts] ^ (before % 2 == 1)  # the column's value at y0
     crossings = torch.bincount(col[inside], minlength=count)
     closed = opened ^ (crossings % 2 == 1)  # its value at y1 - 1
@@ -163,9 +163,8 @@ def _ordered(columns: _Columns, g: _Geometry, opened: torch.Tensor, closed: torc
     changes = torch.empty(int(per_column.sum()), dtype=torch.int64, device=per_column.device)
     column_height = g.h[columns.owner]
     base = columns.x * column_height
-    first = torch.cumsum(crossings, 0) - crossings
-    rank = torch.arange(col.numel(), device=col.device) - first[col]
-    changes[(out + opened.long())[col] + rank] = base[col] + y
+    shift = out + opened.long() - (torch.cumsum(crossings, 0) - crossings)  # a crossing's place, less its rank
+    changes[shift[col] + torch.arange(col.numel(), device=col.device)] = base[col] + y
     changes[out[opened]] = (base + g.y0[columns.owner])[opened]
     changes[(out + per_column - 1)[closed]] = (base + g.y1[columns.owner])[closed]
     per_detection = torch.zeros_like(g.width).index_add_(0, columns.owner, per_column)
