@@ -125,9 +125,7 @@ def _column_values(logits: torch.Tensor, g: _Geometry, columns: _Columns) -> tup
     step = g.cols[columns.owner]
     low = block - (torch.cumsum(rows, 0) - rows) * step + columns.low  # a column's first row's cell, less its pairs before
     at = low[pairs] + torch.arange(pairs.numel(), device=rows.device) * step[pairs]
-    a = logits[at]
-    b = logits[at + (columns.high - columns.low)[pairs]]
-    return a + (b - a) * columns.weight[pairs], pairs
+    return torch.lerp(logits[at], logits[at + (columns.high - columns.low)[pairs]], columns.weight[pairs]), pairs
 
 
 def _changes(values: torch.Tensor, pairs: torch.Tensor, g: _Geometry,
