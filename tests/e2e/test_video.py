@@ -134,7 +134,7 @@ def test_hostile_video_gets_400_json_alone_and_the_worker_survives(server):
     reference = videos.reference_frames(good, "mp4")
     pid = server.worker_pids(MODEL)
     rss = []
-    for _ in range(4):
+    for _ in range(5):
         payloads = [(body, content_type, headers) for _, body, content_type, headers, _, _ in cases]
         for i in range(4):  # good segments spread through the burst
             payloads.insert(i * 7, (good, "video/mp4", {"X-Frame-Id": f"good-{i}"}))
@@ -160,4 +160,5 @@ def test_hostile_video_gets_400_json_alone_and_the_worker_survives(server):
         rss.append(server.worker_rss_mb(MODEL))
     assert sum(kinds.values()) == len(cases)
     assert server.worker_pids(MODEL) == pid, "the worker was restarted"
-    assert rss[-1] - rss[1] < 10, f"worker memory grew across rounds: {rss} MiB"
+    # The allocator's warm-up may take two rounds (seen: 488, 494, 506.4, 506.4 MiB); a leak grows every round.
+    assert rss[-1] - rss[-3] < 10, f"worker memory grew across the last rounds: {rss} MiB"
