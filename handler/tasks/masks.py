@@ -90,15 +90,25 @@ def _weights(pixels: torch.Tensor, cells: torch.Tensor,
     return low, torch.minimum(low + 1, cells - 1), src - low
 
 
+def _starts(counts: torch.Tensor) -> torch.Tensor:
+    """Where each of consecutive runs of `counts` items starts (the exclusive cumulative sum)."""
+    return torch.cumsum(counts, 0) - counts
+
+
+def _spread(counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For `counts[i]` items of each owner i, one after another: each item's owner and its
+    index among its owner's items."""
+    owner = torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device), counts)
+    return owner, torch.arange(owner.numel(), device=counts.device) - _starts(counts)[owner]
+
+
 class _Columns:
     """Every window column of every detection (each `Tensor[C]`): its detection, x, the two
     cell columns it reads (as offsets in the detection's cell block) and the second's weight."""
 
     def __init__(self, g: _Geometry) -> None:
-        count = g.width.numel()
-        self.owner = torch.repeat_interleave(torch.arange(count, device=g.width.device), g.width)
-        first = torch.cumsum(g.width, 0) - g.width
-        self.x = g.x0[self.owner] + torch.arange(self.owner.numel(), device=g.width.device) - first[self.owner]
+        self.owner, local = _spread(g.width)
+        self.x = g.x0[self.owner] + local
         low, high, self.weight = _weights(self.x, g.aw[self.owner], g.w[self.owner])
         self.low, self.high = low - g.c0[self.owner], high - g.c0[self.owner]
 
@@ -107,9 +117,7 @@ def _cell_logits(coefficients: torch.Tensor, frames: torch.Tensor, protos: torch
                  g: _Geometry) -> torch.Tensor:
     """The mix of each detection's cell block, row-major block after block: `Tensor[sum rows x cols]`."""
     _, k, ph, pw = protos.shape
-    sizes = g.rows * g.cols
-    owner = torch.repeat_interleave(torch.arange(sizes.numel(), device=sizes.device), sizes)
-    local = torch.arange(owner.numel(), device=sizes.device) - (torch.cumsum(sizes, 0) - sizes)[owner]
+    owner, local = _spread(g.rows * g.cols)
     r = g.top[owner] + g.r0[owner] + torch.div(local, g.cols[owner], rounding_mode="floor")
     c = g.left[owner] + g.c0[owner] + local % g.cols[owner]
     cells = protos.permute(0, 2, 3, 1).reshape(-1, k)[(frames[owner] * ph + r) * pw + c]  # [cells, 32]
@@ -119,12 +127,10 @@ def _cell_logits(coefficients: torch.Tensor, frames: torch.Tensor, protos: torch
 def _column_values(logits: torch.Tensor, g: _Geometry, columns: _Columns) -> tuple[torch.Tensor, torch.Tensor]:
     """Each window column's value at each of its cell rows (the two cell columns mixed): one
     `Tensor[P]` column after column, and each value's column."""
-    rows = g.rows[columns.owner]
-    pairs = torch.repeat_interleave(torch.arange(rows.numel(), device=rows.device), rows)
-    block = (torch.cumsum(g.rows * g.cols, 0) - g.rows * g.cols)[columns.owner]
+    pairs, row = _spread(g.rows[columns.owner])
     step = g.cols[columns.owner]
-    low = block - (torch.cumsum(rows, 0) - rows) * step + columns.low  # a column's first row's cell, less its pairs before
-    at = low[pairs] + torch.arange(pairs.numel(), device=rows.device) * step[pairs]
+    low = _starts(g.rows * g.cols)[columns.owner] + columns.low  # the column's cell at the block's first row
+    at = low[pairs] + row * step[pairs]
     return torch.lerp(logits[at], logits[at + (columns.high - columns.low)[pairs]], columns.weight[pairs]), pairs
 
 
@@ -133,7 +139,7 @@ def _changes(values: torch.Tensor, pairs: torch.Tensor, g: _Geometry,
     """The crossings of each column's piecewise linear function, as pixels where it changes."""
     count, device = columns.owner.numel(), values.device
     positive = values > 0
-    starts = torch.cumsum(g.rows[columns.owner], 0) - g.rows[columns.owner]
+    starts = _starts(g.rows[columns.owner])
     head = torch.zeros(positive.numel(), dtype=torch.bool, device=device)
     head[starts] = True
     at = torch.nonzero((positive[1:] != positive[:-1]) & ~head[1:]).squeeze(1)  # between cell rows at, at + 1
@@ -157,11 +163,11 @@ def _ordered(columns: _Columns, g: _Geometry, opened: torch.Tensor, closed: torc
     """Per column, y0 when it opens positive, its crossings, y1 when it closes positive: as
     frame pixel indices, in order, and how many each detection has."""
     per_column = opened.long() + crossings + closed.long()
-    out = torch.cumsum(per_column, 0) - per_column
+    out = _starts(per_column)
     changes = torch.empty(int(per_column.sum()), dtype=torch.int64, device=per_column.device)
     column_height = g.h[columns.owner]
     base = columns.x * column_height
-    shift = out + opened.long() - (torch.cumsum(crossings, 0) - crossings)  # a crossing's place, less its rank
+    shift = out + opened.long() - _starts(crossings)  # a crossing's place, less its rank
     changes[shift[col] + torch.arange(col.numel(), device=col.device)] = base[col] + y
     changes[out[opened]] = (base + g.y0[columns.owner])[opened]
     changes[(out + per_column - 1)[closed]] = (base + g.y1[columns.owner])[closed]
