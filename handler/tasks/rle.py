@@ -73,17 +73,18 @@ def _text(runs: np.ndarray, per_mask: np.ndarray) -> list[str]:
     run two before) in 5-bit groups, low first, each group + 48 with bit 5 set when more follow;
     as few groups as hold the value in two's complement."""
     firsts = np.cumsum(per_mask) - per_mask
-    local = np.arange(runs.size) - np.repeat(firsts, per_mask)
+    early = np.zeros(runs.size, dtype=bool)  # a mask's first three runs are written as they are
+    for k in range(3):
+        early[(firsts + k)[per_mask > k]] = True
     values = runs.copy()
-    later = np.flatnonzero(local > 2)
-    values[later] -= runs[later - 2]
+    values[2:] -= np.where(early[2:], 0, runs[:-2])
     magnitude = np.where(values < 0, ~values, values)
     groups = np.searchsorted(_GROUP_LIMITS, magnitude, side="right") + 1  # 5k bits hold [-2**(5k-1), 2**(5k-1))
     starts = np.cumsum(groups) - groups
     chars = np.empty(int(groups.sum()), dtype=np.uint8)
-    rows = np.arange(values.size)
-    for level in range(int(groups.max()) if groups.size else 0):  # the rows still writing, fewer each level
-        rows = rows[groups[rows] > level]
+    chars[starts] = (values & 0x1F) + np.where(groups > 1, 0x20 + 48, 48)
+    for level in range(1, int(groups.max()) if groups.size else 0):  # the runs of more groups, fewer each level
+        rows = np.flatnonzero(groups > level)
         code = (values[rows] >> 5 * level) & 0x1F
         chars[starts[rows] + level] = code + np.where(groups[rows] > level + 1, 0x20 + 48, 48)
     text = chars.tobytes().decode("ascii")
