@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -19,7 +20,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ingest import config
+from ingest import config, mqtt
 from ingest.camera import CameraWorker
 from ingest.client import Keys
 from ingest.clock import WallClock
@@ -56,14 +57,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--results", type=Path, help="JSON lines file (default: standard output)")
     p.add_argument("--metrics-port", type=int, help="Prometheus /metrics on PORT of --metrics-address")
     p.add_argument("--metrics-address", default="127.0.0.1", help="default 127.0.0.1 (a pod: 0.0.0.0)")
+    p.add_argument("--mqtt", metavar="URL", help="publish events and counts: mqtt://[user:password@]host[:port][/prefix]"
+                   " (mqtts:// for TLS; default prefix video-ingest)")
+    p.add_argument("--mqtt-ca", type=Path, metavar="FILE", help="the broker's CA certificate, for mqtts://")
+    p.add_argument("--mqtt-queue", type=int, metavar="N", help="events kept while the broker is away (default 10000)")
+    p.add_argument("--mqtt-discovery", action="store_const", const=True,
+                   help="publish Home Assistant MQTT discovery messages (a sensor per count, one per camera)")
     p.add_argument("--duration", type=float, help="seconds to run (default: until SIGTERM/SIGINT)")
     p.add_argument("--shard", type=Shard.parse, default=Shard(), metavar="K/N", help="a stable share of the list")
     p.add_argument("--log-level", default="INFO")
     return p
 
 
-def cameras(args: argparse.Namespace) -> list[Camera]:
-    """The cameras of `--config` and `--camera`.
+def cameras(args: argparse.Namespace, mqtt_on: bool = False) -> list[Camera]:
+    """The cameras of `--config` and `--camera` (their names checked as topics, `mqtt_on`).
 
     Raises:
         ConfigError: naming the camera and the fix.
@@ -72,7 +79,28 @@ def cameras(args: argparse.Namespace) -> list[Camera]:
     settings = {"mode": args.mode, "transport": args.transport, "loop": args.loop, "sample_fps": args.sample_fps,
                 "track": args.track}
     given = [config.from_argument(text, **settings) for text in args.camera]
-    return config.unique([*listed, *given], "--config and --camera")
+    found = config.unique([*listed, *given], "--config and --camera")
+    if mqtt_on:
+        try:
+            mqtt.check_names(found)
+        except mqtt.MqttError as exc:
+            raise ConfigError(str(exc)) from None
+    return found
+
+
+def mqtt_settings(args: argparse.Namespace) -> mqtt.MqttSettings | None:
+    """`--mqtt` and its options over the camera list's `mqtt:` section.
+
+    Raises:
+        ConfigError: naming the setting and the fix.
+    """
+    data = config.read(args.config) if args.config else None
+    section = data.get("mqtt") if isinstance(data, dict) else None
+    given = {"url": args.mqtt, "ca": args.mqtt_ca, "queue": args.mqtt_queue, "discovery": args.mqtt_discovery}
+    try:
+        return mqtt.settings_from(section, given, os.environ)
+    except mqtt.MqttError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 class Signals:
@@ -105,29 +133,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.config and not args.camera:
         parser().error("give --config cameras.yaml or at least one --camera NAME=URL")
     try:
-        listed = cameras(args)
+        broker = mqtt_settings(args)
+        listed = cameras(args, mqtt_on=broker is not None)
     except ConfigError as exc:
         print(f"video-ingest: {redact(str(exc))}", file=sys.stderr)
         return 2
     redact.update(s for c in listed for s in c.secrets)
+    redact.update(broker.secrets if broker else [])
     signals = Signals()
     now = WallClock()
     lines = Lines(args.results, redact, now)
     metrics = Metrics()
     if args.metrics_port is not None:
         metrics.serve(args.metrics_port, args.metrics_address)
+    sink = _sink(broker, lines, metrics)
     shared = Shared(args.url, args.model, Keys(args.token_file), lines, metrics, redact, now, args.snapshot)
     fleet = Fleet(lambda camera: CameraWorker(camera, shared).start(), args.shard)
     fleet.apply(listed)
     try:
-        _run(args, fleet, signals, redact, lines)
+        _run(args, fleet, signals, redact, lines, mqtt_on=sink is not None)
     finally:
         fleet.stop_all(time.monotonic() + DRAIN_S)
+        if sink is not None:
+            sink.close()
         lines.close()
     return 0
 
 
-def _run(args: argparse.Namespace, fleet: Fleet, signals: Signals, redact: Redactor, lines: Lines) -> None:
+def _sink(broker: mqtt.MqttSettings | None, lines: Lines, metrics: Metrics) -> mqtt.MqttSink | None:
+    """The MQTT sink, reading every line and count from now on (None without a broker)."""
+    if broker is None:
+        return None
+    sink = mqtt.MqttSink(broker, metrics, lines.event)
+    lines.add_sink(sink)
+    metrics.watch(sink)
+    logger.info("publishing events and counts to %s under %s/", broker.display, broker.prefix)
+    return sink.start()
+
+
+def _run(args: argparse.Namespace, fleet: Fleet, signals: Signals, redact: Redactor, lines: Lines,
+         mqtt_on: bool = False) -> None:
     """Waits for the end (signal, duration, files done), reloading the list when it changes."""
     end = None if args.duration is None else time.monotonic() + args.duration
     watch = FileWatch(args.config) if args.config else None
@@ -138,12 +183,12 @@ def _run(args: argparse.Namespace, fleet: Fleet, signals: Signals, redact: Redac
             return
         if watch is not None and (watch.changed() or signals.reload.is_set()):
             signals.reload.clear()
-            _reload(args, fleet, redact, lines)
+            _reload(args, fleet, redact, lines, mqtt_on)
 
 
-def _reload(args: argparse.Namespace, fleet: Fleet, redact: Redactor, lines: Lines) -> None:
+def _reload(args: argparse.Namespace, fleet: Fleet, redact: Redactor, lines: Lines, mqtt_on: bool) -> None:
     try:
-        listed = cameras(args)
+        listed = cameras(args, mqtt_on)
     except ConfigError as exc:
         message = redact(str(exc))
         logger.error("camera list not reloaded, the running cameras go on: %s", message)

@@ -130,17 +130,25 @@ def load(path: Path, environ: Mapping[str, str] | None = None) -> list[Camera]:
     Raises:
         ConfigError: unreadable file, bad YAML, or a bad camera (named, with the fix).
     """
+    return parse(read(path), str(path), environ)
+
+
+def read(path: Path) -> Any:
+    """The parsed YAML of a camera list (its `mqtt:` section is read by `ingest.mqtt`).
+
+    Raises:
+        ConfigError: unreadable file or bad YAML, with the line and column.
+    """
     try:
         text = Path(path).read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read the camera list {path}: {exc.strerror}") from None
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
-    return parse(data, str(path), environ)
 
 
 def parse(data: Any, source: str = "the camera list", environ: Mapping[str, str] | None = None) -> list[Camera]:
@@ -151,10 +159,10 @@ def parse(data: Any, source: str = "the camera list", environ: Mapping[str, str]
     """
     if not isinstance(data, Mapping) or not isinstance(data.get("cameras"), list):
         raise ConfigError(f"{source}: write a top-level `cameras:` list, each entry a `name` and a `url`")
-    unknown = set(data) - {"cameras", "defaults"}
+    unknown = set(data) - {"cameras", "defaults", "mqtt"}
     if unknown:
         raise ConfigError(f"{source}: unknown top-level key(s) {', '.join(sorted(map(str, unknown)))}: "
-                          "use `cameras` and optionally `defaults`")
+                          "use `cameras` and optionally `defaults` and `mqtt`")
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, Mapping):
         raise ConfigError(f"{source}: `defaults` must be a mapping of camera settings")

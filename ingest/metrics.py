@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+
+
+class CountWatcher(Protocol):
+    """Told of each zone count and line crossing as the metrics take it."""
+
+    def zone(self, camera: str, zone: str, label: str, objects: int) -> None: ...
+
+    def crossed(self, camera: str, line: str, direction: str, label: str) -> None: ...
 
 
 class Metrics:
@@ -33,8 +42,20 @@ class Metrics:
         self._analytics_errors = Counter("video_ingest_analytics_errors",
                                          "frames a stage of tracking and counting failed on (a bug; logged)",
                                          ["camera", "stage"], registry=r)
+        self._mqtt_up = Gauge("video_ingest_mqtt_connected", "1 while connected to the MQTT broker", registry=r)
+        self._mqtt_failures = Counter("video_ingest_mqtt_connect_failures",
+                                      "MQTT connections refused (login), unreachable or unanswered",
+                                      ["reason"], registry=r)
+        self._published = Counter("video_ingest_events_published", "events the sink delivered (acknowledged)",
+                                  ["sink"], registry=r)
+        self._events_dropped = Counter("video_ingest_events_dropped", "events a full sink queue dropped (oldest first)",
+                                       ["sink"], registry=r)
+        self._queued = Gauge("video_ingest_events_queued", "events waiting in the sink, or sent and not acknowledged",
+                             ["sink"], registry=r)
         self._lock = threading.Lock()
         self._series: dict[str, set[tuple[Counter | Gauge, tuple[str, ...]]]] = {}
+        self._watchers: list[CountWatcher] = []
+        self._sink_children: dict[tuple[str, str], object] = {}
 
     def serve(self, port: int, address: str = "127.0.0.1") -> None:
         """Serves `/metrics` on `address`:`port`."""
@@ -68,11 +89,42 @@ class Metrics:
     def lag(self, camera: str, seconds: float) -> None:
         self._child(self._lag, camera).set(seconds)
 
+    def watch(self, watcher: CountWatcher) -> None:
+        """`watcher` is told every zone count and line crossing these metrics are (an MQTT sink)."""
+        self._watchers.append(watcher)
+
     def zone_objects(self, camera: str, zone: str, label: str, objects: int) -> None:
         self._child(self._zone_objects, camera, zone, label).set(objects)
+        for watcher in self._watchers:
+            watcher.zone(camera, zone, label, objects)
 
     def crossed(self, camera: str, line: str, direction: str, label: str) -> None:
         self._child(self._crossings, camera, line, direction, label).inc()
+        for watcher in self._watchers:
+            watcher.crossed(camera, line, direction, label)
+
+    def mqtt_connected(self, connected: bool) -> None:
+        self._mqtt_up.set(1 if connected else 0)
+
+    def mqtt_connect_failure(self, reason: str) -> None:
+        self._sink_child(self._mqtt_failures, reason).inc()
+
+    def events_published(self, sink: str) -> None:
+        self._sink_child(self._published, sink).inc()
+
+    def events_dropped(self, sink: str) -> None:
+        self._sink_child(self._events_dropped, sink).inc()
+
+    def events_queued(self, sink: str, events: int) -> None:
+        self._sink_child(self._queued, sink).set(events)
+
+    def _sink_child(self, metric: Counter | Gauge, label: str):  # type: ignore[no-untyped-def]
+        """`metric.labels(label)`, looked up once: a sink counts each event (`labels` costs ~10 us)."""
+        key = (metric._name, label)
+        child = self._sink_children.get(key)
+        if child is None:
+            child = self._sink_children[key] = metric.labels(label)
+        return child
 
     def tracks_active(self, camera: str, tracks: int) -> None:
         self._child(self._tracks, camera).set(tracks)

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import json
+import secrets
 import sys
 import threading
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from ingest.clock import WallClock
 from ingest.redact import Redactor
+
+
+class Sink(Protocol):
+    """Another reader of the lines (MQTT): `offer` queues and returns at once."""
+
+    def offer(self, lines: Iterable[tuple[Mapping[str, Any], str]]) -> None: ...
 
 
 class Lines:
@@ -27,14 +35,31 @@ class Lines:
         self._redact = redact
         self._now = now
         self._lock = threading.Lock()
+        self._run = secrets.token_hex(4)
+        self._sequence: dict[str | None, int] = {}
+        self._sinks: list[Sink] = []
+
+    def add_sink(self, sink: Sink) -> None:
+        """`sink` gets every line written from now on, with its text, in the order written."""
+        with self._lock:
+            self._sinks.append(sink)
 
     def write(self, lines: list[dict[str, Any]]) -> None:
+        """Writes `lines`, each event given its `event_id`: `<run>:<camera>:<n>`, n counting the
+        camera's events (the process's own under an empty camera) from 1, run new each start."""
         if not lines:
             return
-        text = "".join(self._redact(json.dumps(line, separators=(", ", ": "))) + "\n" for line in lines)
         with self._lock:
-            self._out.write(text)
+            for line in lines:
+                if "event" in line:
+                    camera = line.get("camera")
+                    n = self._sequence[camera] = self._sequence.get(camera, 0) + 1
+                    line["event_id"] = f"{self._run}:{camera or ''}:{n}"
+            texts = [self._redact(json.dumps(line, separators=(", ", ": "))) for line in lines]
+            self._out.write("".join(text + "\n" for text in texts))
             self._out.flush()
+            for sink in self._sinks:
+                sink.offer(zip(lines, texts))
 
     def event(self, camera: str | None, event: str, **fields: Any) -> None:
         """One event line: `{"camera": ..., "event": ..., "time": ..., **fields}`."""

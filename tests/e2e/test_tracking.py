@@ -6,95 +6,17 @@ code, packed by archive.sh with its labels), and the real `video-ingest` with tr
 
 from __future__ import annotations
 
-import json
 import time
-from collections import Counter
 
 import numpy as np
 import pytest
-import yaml
 from PIL import Image
 
 from ingest.snapshot import LINE_COLOUR, ZONE_COLOUR
-from tests import planted, scenes
+from tests import scenes
 from tests.e2e.ingest_cli import Ingest
-from tests.e2e.server import TorchServe, build_archives
+from tests.e2e.tracks import LARGE, MODEL, SMALL, all_left, camera, connections, first_ids, tally, track_ids, write
 from tests.rtsp_server import RtspServer
-
-MODEL = "planted_tracks"
-SMALL, LARGE = (320, 192), (480, 288)
-
-
-@pytest.fixture(scope="module")
-def detector(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("tracks_model")
-    planted.script(planted.Yolo()).save(str(tmp / f"{MODEL}.pt"))
-    # ByteTrack's second association uses the low-score boxes: answer them (docs/ingest.md).
-    handler = {"task": "detection", "resize": "letterbox", "input_size": [320, 320], "score_threshold": 0.1,
-               "normalize": {"scale": 1 / 255}, "labels": "index_to_name.json"}
-    (tmp / f"{MODEL}.yaml").write_text(yaml.safe_dump({"minWorkers": 1, "maxWorkers": 1, "batchSize": 8,
-                                                       "maxBatchDelay": 20, "responseTimeout": 120,
-                                                       "handler": handler}))
-    (tmp / "index_to_name.json").write_text(json.dumps({"0": "red", "1": "green", "2": "blue"}))
-    build_archives(tmp / "store", MODEL, str(tmp / f"{MODEL}.pt"), str(tmp / f"{MODEL}.yaml"))
-    models = {MODEL: {"1.0": {"defaultVersion": True, "marName": f"{MODEL}.mar", "minWorkers": 1, "maxWorkers": 1,
-                              "batchSize": 8, "maxBatchDelay": 20, "responseTimeout": 120}}}
-    ts = TorchServe(tmp_path_factory.mktemp("tracks_ts"), tmp / "store",
-                    overlays=[f"load_models={MODEL}.mar\nmodels={json.dumps(models)}\n"]).start()
-    yield ts
-    ts.stop()
-
-
-@pytest.fixture(scope="module")
-def videos(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("scenes")
-    return {"resized": scenes.make(tmp / "resized.ts", [(*SMALL, 90), (*LARGE, 210)]),
-            "steady": scenes.make(tmp / "steady.ts", [(*SMALL, 300)])}
-
-
-def camera(name: str, url: str, gate_x: float = 0.5, **extra) -> dict:
-    return {"name": name, "url": url, "track": True, "stall_seconds": 2, "snapshot_seconds": 1,
-            "zones": [{"name": "door", "polygon": scenes.DOOR}],
-            "lines": [{"name": "gate", "from": [gate_x, 0], "to": [gate_x, 1], "classes": ["red"]}], **extra}
-
-
-def write(path, *cameras) -> None:
-    path.write_text(yaml.safe_dump({"cameras": list(cameras)}))
-
-
-def tally(ingest: Ingest, camera: str, first_connection: bool = False) -> Counter:
-    """(event, zone or line, label, direction) -> how many (of the tracks of the camera's first
-    connection only, with `first_connection`: a camera may be reading its source again)."""
-    ids = first_ids(ingest, camera) if first_connection else None
-    return Counter((e["event"], e.get("zone") or e.get("line"), e["label"], e.get("direction"))
-                   for e in ingest.lines() if e["camera"] == camera and e.get("event") in ("entered", "left", "crossed")
-                   and (ids is None or e["track_id"] in ids))
-
-
-def first_ids(ingest: Ingest, camera: str) -> set[int]:
-    runs = connections(ingest.answers(camera))
-    return {d["track_id"] for a in runs[0] for d in a["detections"]} if runs else set()
-
-
-def all_left(ingest: Ingest, camera: str) -> bool:
-    """Whether every zone entry of the camera's first connection has its exit (the camera went down)."""
-    counts = tally(ingest, camera, first_connection=True)
-    entered = {k[1:]: n for k, n in counts.items() if k[0] == "entered"}
-    return bool(entered) and entered == {k[1:]: n for k, n in counts.items() if k[0] == "left"}
-
-
-def track_ids(answers: list[dict], label: str) -> list[int]:
-    return [d["track_id"] for a in answers for d in a["detections"] if d["label"] == label]
-
-
-def connections(answers: list[dict]) -> list[list[dict]]:
-    """The answers split where pts start again (a new connection)."""
-    runs: list[list[dict]] = []
-    for answer in answers:
-        if not runs or answer["pts"] < runs[-1][-1]["pts"]:
-            runs.append([])
-        runs[-1].append(answer)
-    return runs
 
 
 def test_counts_ids_snapshot_and_a_moved_line_on_live_cameras(detector, videos, tmp_path):

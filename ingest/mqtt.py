@@ -1,0 +1,379 @@
+"""Events and counts on MQTT (`--mqtt mqtt://[user:password@]host[:port][/prefix]`, docs/ingest.md).
+
+One sink of the cameras' ordered event stream (DESIGN section 13): `offer` and the count calls
+only queue, under a lock, and return; one thread owns the broker connection (paho-mqtt, driven by
+hand so that reconnection uses the bridge's capped, jittered backoff) and publishes from the
+queue. Events wait in a bounded queue while the broker is down or slow, the oldest dropped and
+counted when it is full; at most `WINDOW` are with paho unacknowledged, and paho sends those
+again after a reconnect (QoS 1: at least once; `event_id` tells a repeat). Counts and camera
+states are retained topics, kept here and published again on every connection, so the broker's
+state is right even after it lost its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from ingest import topics
+from ingest.backoff import Backoff
+from ingest.metrics import Metrics
+from ingest.topics import Discovery, Topics
+
+logger = logging.getLogger(__name__)
+
+SINK = "mqtt"
+WINDOW = 200  # events handed to paho and not yet acknowledged
+CONNACK_S = 10.0  # a connection without the broker's answer by then is given up
+_STATES = {"started": ("offline", "connecting"), "connected": ("online", None), "stopped": ("offline", "stopped")}
+Report = Callable[..., None]
+
+
+class MqttError(ValueError):
+    """A bad MQTT setting; the message names it and the fix (never the password)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MqttSettings:
+    """Where and how to publish. `url` holds the credentials: show `display` instead.
+
+    Attributes:
+        url: mqtt://[user:password@]host[:port][/prefix] (`mqtts://` for TLS).
+        ca: the CA certificate file for `mqtts://` (default: the system's).
+        queue: events kept while the broker is away (`mqtt_queue`).
+        discovery: publish Home Assistant discovery messages.
+        discovery_prefix: their topic prefix.
+    """
+
+    url: str
+    ca: Path | None = None
+    queue: int = 10_000
+    discovery: bool = False
+    discovery_prefix: str = "homeassistant"
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("mqtt", "mqtts") or not parts.hostname:
+            raise MqttError("mqtt url: write mqtt://[user:password@]host[:port][/prefix] (mqtts:// for TLS)")
+        try:
+            parts.port  # noqa: B018 (raises on a bad port)
+        except ValueError:
+            raise MqttError("mqtt url: the port is not a number from 1 to 65535") from None
+        try:
+            for segment in self.prefix.split("/"):
+                topics.check_level(segment, "mqtt url: the topic prefix's part")
+            topics.check_level(self.discovery_prefix, "mqtt discovery_prefix")
+        except ValueError as exc:
+            raise MqttError(str(exc)) from None
+        if self.queue < 1:
+            raise MqttError(f"mqtt_queue = {self.queue}: keep at least 1 event (default 10000)")
+        if self.ca is not None and not Path(self.ca).is_file():
+            raise MqttError(f"mqtt ca = {str(self.ca)!r}: no such file: give the broker's CA certificate (PEM)")
+        if self.ca is not None and parts.scheme != "mqtts":
+            raise MqttError("a CA certificate is for TLS: write the broker's URL as mqtts://")
+
+    @property
+    def host(self) -> str:
+        return str(urlsplit(self.url).hostname)
+
+    @property
+    def port(self) -> int:
+        return urlsplit(self.url).port or (8883 if self.tls else 1883)
+
+    @property
+    def tls(self) -> bool:
+        return urlsplit(self.url).scheme == "mqtts"
+
+    @property
+    def prefix(self) -> str:
+        return urlsplit(self.url).path.strip("/") or "video-ingest"
+
+    @property
+    def login(self) -> tuple[str, str | None] | None:
+        parts = urlsplit(self.url)
+        if parts.username is None:
+            return None
+        return unquote(parts.username), None if parts.password is None else unquote(parts.password)
+
+    @property
+    def display(self) -> str:
+        """The URL without its `user:password@`."""
+        parts = urlsplit(self.url)
+        return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+    @property
+    def secrets(self) -> list[str]:
+        from ingest.redact import url_secrets
+
+        return url_secrets(self.url)
+
+
+def settings_from(section: Any, given: Mapping[str, Any], environ: Mapping[str, str]) -> MqttSettings | None:
+    """The settings of a camera list's `mqtt:` section, with the command line's (`given`, those
+    not None) over them; None when neither names a broker.
+
+    Raises:
+        MqttError: naming the setting and the fix.
+    """
+    from ingest.config import ConfigError, expand
+
+    if section is not None and not isinstance(section, Mapping):
+        raise MqttError("`mqtt` is a mapping: url, and optionally ca, queue, discovery, discovery_prefix")
+    values = {k: v for k, v in dict(section or {}).items()}
+    unknown = set(values) - {"url", "ca", "queue", "discovery", "discovery_prefix"}
+    if unknown:
+        raise MqttError(f"mqtt: unknown setting(s) {', '.join(sorted(map(str, unknown)))}: "
+                        "use url, ca, queue, discovery, discovery_prefix")
+    values.update({k: v for k, v in given.items() if v is not None})
+    if not values.get("url"):
+        return None
+    try:
+        url = expand(str(values.pop("url")), "mqtt", environ)
+    except ConfigError as exc:
+        raise MqttError(str(exc)) from None
+    queue = values.get("queue", 10_000)
+    if isinstance(queue, bool) or not isinstance(queue, int):
+        raise MqttError(f"mqtt queue = {queue!r}: use a whole number of events, e.g. 10000")
+    return MqttSettings(url=url, ca=Path(values["ca"]) if values.get("ca") else None, queue=queue,
+                        discovery=bool(values.get("discovery", False)),
+                        discovery_prefix=str(values.get("discovery_prefix", "homeassistant")))
+
+
+def check_names(cameras: Iterable[Any]) -> None:
+    """Every camera, zone, line and class name of the list can be one topic level.
+
+    Raises:
+        MqttError: naming the camera, the name and the fix.
+    """
+    for camera in cameras:
+        topics.check_level(camera.name, "camera name")
+        for shape in (*camera.scene.zones, *camera.scene.lines):
+            try:
+                topics.check_level(shape.name, "name")
+                for label in sorted(shape.classes):
+                    topics.check_level(label, "class")
+            except ValueError as exc:
+                raise MqttError(f"camera {camera.name!r}: {exc}") from None
+
+
+class MqttSink:
+    """Publishes events, counts and camera states to one broker.
+
+    Args:
+        settings: the broker and the topics.
+        metrics: the process's metrics (the sink's connection, queue, published and dropped).
+        report: writes one of the process's events (`report(None, event, **fields)`): the
+            connection's ups and downs. Never called with the sink's lock held.
+    """
+
+    def __init__(self, settings: MqttSettings, metrics: Metrics, report: Report) -> None:
+        import paho.mqtt.client as mqtt
+        from paho.mqtt.enums import CallbackAPIVersion
+
+        self.settings = settings
+        self.topics = Topics(settings.prefix)
+        self._discovery = Discovery(self.topics, settings.discovery_prefix) if settings.discovery else None
+        self._metrics = metrics
+        self._report = report
+        self._lock = threading.Lock()
+        self._events: deque[tuple[str, str]] = deque()  # (topic, payload) of events, oldest first
+        self._retained: dict[str, str] = {}  # topic -> its latest payload
+        self._changed: dict[str, None] = {}  # retained topics to publish (ordered)
+        self._crossings: dict[str, int] = {}
+        self._dropped = 0
+        self._unacked: dict[int, bool] = {}  # paho's message id -> whether it is an event
+        self._draining_until: float | None = None
+        self._client = mqtt.Client(CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv311)
+        self._client.will_set(self.topics.available, "offline", qos=1, retain=True)
+        # No limit of paho's own: WINDOW is the limit (paho's scans its messages at every
+        # acknowledgement while any wait behind its limit).
+        self._client.max_inflight_messages_set(0)
+        if settings.login is not None:
+            self._client.username_pw_set(*settings.login)
+        if settings.tls:
+            self._client.tls_set(ca_certs=str(settings.ca) if settings.ca else None)
+        self._client.on_connect = self._on_connect
+        self._client.on_disconnect = self._on_disconnect
+        self._client.on_publish = self._on_publish
+        self._state = "down"  # down, connecting, up
+        self._since = 0.0
+        self._backoff = Backoff()
+        self._retry_at = 0.0
+        self._failing: tuple[str, str] | None = None  # the last failure reported
+        self._pending_reports: list[tuple[str, dict[str, Any]]] = []
+        self._thread = threading.Thread(target=self._run, name="mqtt", daemon=True)
+        metrics.mqtt_connected(False)
+        metrics.events_queued(SINK, 0)
+
+    def start(self) -> MqttSink:
+        self._thread.start()
+        return self
+
+    # Called by the cameras' threads (through `Lines` and `Metrics`): queue and return.
+
+    def offer(self, lines: Iterable[tuple[Mapping[str, Any], str]]) -> None:
+        """Event lines (each with its JSON text as written to the results) to publish; the
+        camera states among them update the retained status topics."""
+        with self._lock:
+            for line, text in lines:
+                event = line.get("event")
+                if event is None:
+                    continue
+                camera = line.get("camera")
+                if len(self._events) >= self.settings.queue:
+                    self._events.popleft()
+                    self._drop()
+                self._events.append((self.topics.events(camera), text))
+                if camera is not None and (event in _STATES or event == "disconnected"):
+                    state, reason = _STATES.get(event, ("offline", line.get("reason")))
+                    self._retain(self.topics.status(camera), json.dumps(
+                        {"state": state, "reason": reason, "time": line.get("time")}),
+                        self._discovery.camera(camera) if self._discovery else None)
+
+    def zone(self, camera: str, zone: str, label: str, objects: int) -> None:
+        with self._lock:
+            self._retain(self.topics.zone(camera, zone, label), str(objects),
+                         self._discovery.zone(camera, zone, label) if self._discovery else None)
+
+    def crossed(self, camera: str, line: str, direction: str, label: str) -> None:
+        topic = self.topics.line(camera, line, direction, label)
+        with self._lock:
+            self._crossings[topic] = self._crossings.get(topic, 0) + 1
+            self._retain(topic, str(self._crossings[topic]),
+                         self._discovery.line(camera, line, direction, label) if self._discovery else None)
+
+    def _retain(self, topic: str, payload: str, discovery: tuple[str, str] | None) -> None:
+        if discovery is not None and discovery[0] not in self._retained:
+            self._retained[discovery[0]] = discovery[1]
+            self._changed[discovery[0]] = None
+        self._retained[topic] = payload
+        self._changed[topic] = None
+
+    def _drop(self) -> None:
+        self._dropped += 1
+        self._metrics.events_dropped(SINK)
+        if self._dropped in (1, 10, 100) or self._dropped % 1000 == 0:
+            logger.warning("mqtt: %d events dropped so far: the broker %s is away or slower than the cameras "
+                           "(mqtt_queue %d holds the newest)", self._dropped, self.settings.display,
+                           self.settings.queue)
+
+    def close(self, timeout: float = 3.0) -> None:
+        """Publishes what is queued (for up to `timeout` s while connected), then says `offline`
+        on the availability topic and disconnects."""
+        self._draining_until = time.monotonic() + timeout
+        self._thread.join(timeout + CONNACK_S)
+
+    # The sink's thread: the connection and the publishing.
+
+    def _run(self) -> None:
+        while True:
+            if self._draining_until is not None and (self._state != "up" or self._drained()
+                                                     or time.monotonic() >= self._draining_until):
+                return self._goodbye()
+            if self._state == "down":
+                self._connect()
+            else:
+                if self._client.loop(timeout=0.05) != 0:
+                    self._down()
+                if self._state == "connecting" and time.monotonic() - self._since > CONNACK_S:
+                    self._failed("timeout", f"no answer from the broker in {CONNACK_S:g} s")
+                    self._down()
+                if self._state == "up":
+                    self._publish()
+            self._flush_reports()
+            self._metrics.events_queued(SINK, len(self._events) + len(self._unacked))
+
+    def _connect(self) -> None:
+        if time.monotonic() < self._retry_at:
+            time.sleep(min(0.1, self._retry_at - time.monotonic()))
+            return
+        try:
+            self._client.connect(self.settings.host, self.settings.port, keepalive=30)
+            self._state, self._since = "connecting", time.monotonic()
+        except Exception as exc:  # refused, unreachable, TLS: reported, retried with backoff
+            self._failed("unreachable", f"{type(exc).__name__}: {exc}")
+            self._retry_at = time.monotonic() + self._backoff.next_delay(0.0)
+
+    def _down(self, reason: str = "the connection was lost") -> None:
+        """The connection ended (or never came up): the next attempt after the backoff's delay."""
+        if self._state == "down":
+            return
+        with contextlib.suppress(Exception):
+            self._client.disconnect()
+        if self._state == "up":
+            self._pending_reports.append(("mqtt_disconnected", {"broker": self.settings.display, "reason": reason}))
+        connected_for = time.monotonic() - self._since if self._state == "up" else 0.0
+        self._state = "down"
+        self._metrics.mqtt_connected(False)
+        self._retry_at = time.monotonic() + self._backoff.next_delay(connected_for)
+
+    def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any, properties: Any) -> None:
+        if reason.is_failure:
+            self._failed("refused", str(reason))
+            self._down()
+            return
+        self._state, self._since, self._failing = "up", time.monotonic(), None
+        self._metrics.mqtt_connected(True)
+        client.publish(self.topics.available, "online", qos=1, retain=True)
+        with self._lock:
+            self._changed = dict.fromkeys(self._retained)
+        self._pending_reports.append(("mqtt_connected", {"broker": self.settings.display}))
+
+    def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any, properties: Any) -> None:
+        if self._draining_until is None or self._state != "up":
+            self._down(str(reason))
+
+    def _on_publish(self, client: Any, userdata: Any, mid: int, reason: Any, properties: Any) -> None:
+        if self._unacked.pop(mid, False):
+            self._metrics.events_published(SINK)
+
+    def _publish(self) -> None:
+        with self._lock:
+            room = max(0, WINDOW - len(self._unacked))
+            events = [self._events.popleft() for _ in range(min(room, len(self._events)))]
+            retained = [(topic, self._retained[topic]) for topic in self._changed]
+            self._changed = {}
+        for topic, payload in retained:
+            self._client.publish(topic, payload, qos=1, retain=True)
+        for topic, payload in events:
+            self._unacked[self._client.publish(topic, payload, qos=1).mid] = True
+
+    def _drained(self) -> bool:
+        with self._lock:
+            return not self._events and not self._changed and not self._unacked
+
+    def _goodbye(self) -> None:
+        if self._state == "up":
+            said = self._client.publish(self.topics.available, "offline", qos=1, retain=True)
+            end = time.monotonic() + 1.0
+            while not said.is_published() and time.monotonic() < end and self._client.loop(timeout=0.05) == 0:
+                pass
+            self._client.disconnect()
+        self._metrics.mqtt_connected(False)
+        self._flush_reports()
+
+    def _failed(self, reason: str, detail: str) -> None:
+        """A connection attempt failed: counted; logged and reported as an event when the
+        failure is new (the first since a connection, or another reason than the last)."""
+        self._metrics.mqtt_connect_failure(reason)
+        if self._failing == (reason, detail):
+            return
+        self._failing = (reason, detail)
+        logger.warning("mqtt: cannot connect to %s (%s): %s; trying again with backoff (up to every %g s)",
+                       self.settings.display, reason, detail, self._backoff.cap_s)
+        self._pending_reports.append(("mqtt_error", {"broker": self.settings.display, "reason": reason,
+                                                     "message": detail}))
+
+    def _flush_reports(self) -> None:
+        reports, self._pending_reports = self._pending_reports, []
+        for event, fields in reports:
+            self._report(None, event, **fields)

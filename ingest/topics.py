@@ -1,0 +1,96 @@
+"""MQTT topic names of video-ingest (docs/ingest.md, "Events on MQTT") and the Home Assistant
+discovery messages that describe them. Stable: consumers wire alarms to them.
+
+    <prefix>/available                             online / offline (the process's will)
+    <prefix>/events                                the process's own events (reloaded, config_error)
+    <prefix>/<camera>/events                       every event line of the camera (QoS 1)
+    <prefix>/<camera>/status                       {"state": "online" | "offline", "reason": ...} (retained)
+    <prefix>/<camera>/zones/<zone>/<label>         objects in the zone now (retained)
+    <prefix>/<camera>/lines/<line>/<direction>/<label>   crossings since start (retained)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+
+#: Characters no topic level may hold: the level separator, the wildcards and NUL.
+FORBIDDEN = ("/", "+", "#", "\0")
+_SLUG = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def check_level(text: str, what: str) -> None:
+    """Raises ValueError naming `what` and the fix when `text` cannot be one topic level."""
+    bad = [c for c in FORBIDDEN if c in text]
+    if not text or bad or text.startswith("$"):
+        shown = ", ".join(repr(c) for c in bad) or ("a leading '$'" if text else "nothing")
+        raise ValueError(f"{what} {text!r} cannot be an MQTT topic level (it holds {shown}): "
+                         "rename it with letters, digits, '_', '.' or '-'")
+
+
+def level(text: str) -> str:
+    """A label from the model as one topic level: forbidden characters become `_`."""
+    for c in FORBIDDEN:
+        text = text.replace(c, "_")
+    return "_" + text if not text or text.startswith("$") else text
+
+
+class Topics:
+    """The topics under one prefix (`video-ingest` unless the URL's path names another)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.available = f"{prefix}/available"
+        self.events_of_process = f"{prefix}/events"
+
+    def events(self, camera: str | None) -> str:
+        return self.events_of_process if camera is None else f"{self.prefix}/{camera}/events"
+
+    def status(self, camera: str) -> str:
+        return f"{self.prefix}/{camera}/status"
+
+    def zone(self, camera: str, zone: str, label: str) -> str:
+        return f"{self.prefix}/{camera}/zones/{zone}/{level(label)}"
+
+    def line(self, camera: str, line: str, direction: str, label: str) -> str:
+        return f"{self.prefix}/{camera}/lines/{line}/{direction}/{level(label)}"
+
+
+class Discovery:
+    """Home Assistant MQTT discovery (`<discovery prefix>/<component>/<node>/<object>/config`,
+    retained): a sensor per zone and line count, a binary sensor per camera, each on the
+    process's availability topic, grouped as one device per camera."""
+
+    def __init__(self, topics: Topics, prefix: str = "homeassistant") -> None:
+        self._topics = topics
+        self._prefix = prefix
+        self._node = slug(topics.prefix)
+
+    def camera(self, camera: str) -> tuple[str, str]:
+        """The binary sensor of a camera's status."""
+        return self._config("binary_sensor", [camera, "status"], camera, {
+            "name": "connected", "state_topic": self._topics.status(camera), "device_class": "connectivity",
+            "value_template": "{{ value_json.state }}", "payload_on": "online", "payload_off": "offline"})
+
+    def zone(self, camera: str, zone: str, label: str) -> tuple[str, str]:
+        return self._config("sensor", [camera, "zone", zone, label], camera, {
+            "name": f"{zone} {label}", "state_topic": self._topics.zone(camera, zone, label),
+            "state_class": "measurement", "unit_of_measurement": "objects"})
+
+    def line(self, camera: str, line: str, direction: str, label: str) -> tuple[str, str]:
+        return self._config("sensor", [camera, "line", line, direction, label], camera, {
+            "name": f"{line} {direction} {label}", "state_topic": self._topics.line(camera, line, direction, label),
+            "state_class": "total_increasing", "unit_of_measurement": "crossings"})
+
+    def _config(self, component: str, parts: Iterable[str], camera: str, fields: dict[str, str]) -> tuple[str, str]:
+        unique = slug("_".join([self._node, *parts]))
+        payload = {**fields, "unique_id": unique, "availability_topic": self._topics.available,
+                   "device": {"identifiers": [slug(f"{self._node}_{camera}")], "name": camera,
+                              "manufacturer": "video-ingest"}}
+        return f"{self._prefix}/{component}/{self._node}/{unique}/config", json.dumps(payload)
+
+
+def slug(text: str) -> str:
+    """`text` as a discovery id (letters, digits, `_` and `-` only)."""
+    return _SLUG.sub("_", text).strip("_") or "_"

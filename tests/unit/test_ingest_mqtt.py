@@ -1,0 +1,253 @@
+"""video-ingest's MQTT sink against a real broker (Debian's Mosquitto on a free port): settings
+checked with the fix named, every event delivered once in order through a broker restart, a
+bounded queue that drops the oldest and counts it, a refused login reported and retried, the
+will, and Home Assistant discovery. The end-to-end scene: tests/e2e/test_mqtt.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ingest import config
+from ingest.clock import WallClock
+from ingest.metrics import Metrics
+from ingest.mqtt import MqttError, MqttSettings, MqttSink, check_names, settings_from
+from ingest.output import Lines
+from ingest.redact import Redactor
+from tests.mosquitto import Mosquitto, Subscriber
+from tests.support import ROOT
+from tsutil import prom
+
+
+def wait(what, condition, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.05)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def metric(metrics: Metrics, name: str, **labels: str) -> float:
+    from prometheus_client import generate_latest
+
+    return prom.total(generate_latest(metrics.registry).decode(), name, **labels)
+
+
+class Bridge:
+    """A `Lines` with the MQTT sink on it, as `video-ingest` wires them."""
+
+    def __init__(self, tmp_path, settings: MqttSettings) -> None:
+        self.metrics = Metrics()
+        self.results = tmp_path / "results.jsonl"
+        self.redact = Redactor(settings.secrets)
+        self.lines = Lines(self.results, self.redact, WallClock())
+        self.sink = MqttSink(settings, self.metrics, self.lines.event)
+        self.lines.add_sink(self.sink)
+        self.metrics.watch(self.sink)
+        self.sink.start()
+
+    def written(self, event: str | None = None) -> list[dict]:
+        text = self.results.read_text() if self.results.exists() else ""
+        return [x for x in map(json.loads, text.splitlines()) if event is None or x.get("event") == event]
+
+    def close(self) -> None:
+        self.sink.close()
+        self.lines.close()
+
+
+def test_settings_name_the_fix_and_keep_the_password_out_of_the_display():
+    s = MqttSettings("mqtt://cam%40ops:s3cr%2Ft@broker.lan:1884/site/a")
+    assert (s.host, s.port, s.prefix, s.login, s.tls) == ("broker.lan", 1884, "site/a", ("cam@ops", "s3cr/t"), False)
+    assert s.display == "mqtt://broker.lan:1884/site/a"
+    assert "s3cr/t" in s.secrets and "s3cr%2Ft" in s.secrets
+    assert (MqttSettings("mqtts://b").port, MqttSettings("mqtt://b").port, MqttSettings("mqtt://b").prefix) == (
+        8883, 1883, "video-ingest")
+    for url, fix in (("http://b", "mqtt://[user:password@]host"), ("mqtt://b:99999", "port"),
+                     ("mqtt://b/site/+", "cannot be an MQTT topic level"), ("mqtt://b/$SYS", "leading '$'")):
+        with pytest.raises(MqttError, match=fix.replace("[", r"\[").replace("$", r"\$").replace("+", r"\+")):
+            MqttSettings(url)
+    with pytest.raises(MqttError, match="keep at least 1 event"):
+        MqttSettings("mqtt://b", queue=0)
+    with pytest.raises(MqttError, match="mqtts://"):
+        MqttSettings("mqtt://b", ca=ROOT / "pyproject.toml")
+
+
+def test_the_command_line_wins_over_the_camera_lists_section_and_variables_come_from_the_environment():
+    section = {"url": "mqtt://u:${MQTT_PASSWORD}@b/site", "queue": 50, "discovery": True}
+    s = settings_from(section, {"queue": 7, "url": None}, {"MQTT_PASSWORD": "pw-from-env"})
+    assert (s.login, s.queue, s.discovery, s.prefix) == (("u", "pw-from-env"), 7, True, "site")
+    assert settings_from(None, {"url": None}, {}) is None
+    with pytest.raises(MqttError, match=r"export MQTT_PASSWORD="):
+        settings_from(section, {}, {})
+    with pytest.raises(MqttError, match="unknown setting.*topic.*use url, ca"):
+        settings_from({"url": "mqtt://b", "topic": "x"}, {}, {})
+    with pytest.raises(MqttError, match="whole number"):
+        settings_from({"url": "mqtt://b", "queue": "many"}, {}, {})
+
+
+def test_a_class_name_mqtt_cannot_carry_is_refused_naming_the_camera_and_the_fix(tmp_path):
+    cameras = config.parse({"cameras": [{"name": "dock", "url": "rtsp://x/", "track": True,
+                                         "lines": [{"name": "gate", "from": [0, 0], "to": [1, 1],
+                                                    "classes": ["car/truck"]}]}]})
+    with pytest.raises(MqttError, match=r"camera 'dock': class 'car/truck' cannot be an MQTT topic level "
+                                        r"\(it holds '/'\): rename it"):
+        check_names(cameras)
+    # The same list without MQTT is fine, and a list with an `mqtt:` section parses.
+    assert config.parse({"cameras": [{"name": "dock", "url": "rtsp://x/"}], "mqtt": {"url": "mqtt://b"}})
+
+
+def test_every_event_arrives_once_in_order_through_a_broker_restart_and_the_counts_are_retained(tmp_path):
+    broker = Mosquitto(tmp_path / "broker").start()
+    subscriber = Subscriber(broker, "video-ingest/#")
+    bridge = Bridge(tmp_path, MqttSettings(broker.url))
+    try:
+        bridge.lines.event("dock", "connected", codec="h264")
+        for n in range(20):
+            bridge.lines.event("dock", "crossed", line="gate", n=n)
+            bridge.metrics.crossed("dock", "gate", "in", "car")
+        bridge.metrics.zone_objects("dock", "door", "person", 3)
+        wait("the first events", lambda: len(subscriber.received("video-ingest/dock/events")) == 21)
+        broker.stop()
+        wait("the sink to notice", lambda: metric(bridge.metrics, "video_ingest_mqtt_connected") == 0)
+        for n in range(20, 50):  # while the broker is away: queued
+            bridge.lines.event("dock", "crossed", line="gate", n=n)
+            bridge.metrics.crossed("dock", "gate", "in", "car")
+        wait("the queue's depth (refreshed by the sink's thread)",
+             lambda: metric(bridge.metrics, "video_ingest_events_queued", sink="mqtt") >= 30)
+        broker.start()
+        wait("every event", lambda: len(subscriber.received("video-ingest/dock/events")) >= 51, timeout=40)
+        wait("the acknowledgements", lambda: metric(bridge.metrics, "video_ingest_events_queued", sink="mqtt") == 0)
+        payloads = [json.loads(p) for _, p, _ in subscriber.received("video-ingest/dock/events")]
+        ids = [p["event_id"] for p in payloads]
+        assert len(set(ids)) == 51 and [p.get("n") for p in payloads if "n" in p][:50] == list(range(50))
+        assert payloads == [x for x in bridge.written() if x["camera"] == "dock"]  # as written to the results
+        latest = subscriber.latest()
+        assert latest["video-ingest/dock/lines/gate/in/car"] == b"50"
+        assert latest["video-ingest/dock/zones/door/person"] == b"3"
+        assert json.loads(latest["video-ingest/dock/status"])["state"] == "online"
+        assert metric(bridge.metrics, "video_ingest_events_published_total", sink="mqtt") >= 51
+        assert metric(bridge.metrics, "video_ingest_events_dropped_total", sink="mqtt") == 0
+        assert [e["event"] for e in bridge.written() if e["camera"] is None][:1] == ["mqtt_connected"]
+        assert bridge.written("mqtt_disconnected")
+    finally:
+        bridge.close()
+        subscriber.close()
+        broker.stop()
+    # A clean stop says goodbye: the availability topic is `offline`, retained.
+    assert subscriber.latest()["video-ingest/available"] == b"offline"
+
+
+def test_a_full_queue_drops_the_oldest_and_counts_them(tmp_path):
+    broker = Mosquitto(tmp_path / "broker").start()
+    subscriber = Subscriber(broker, "video-ingest/dock/events")  # a persistent session, kept while the broker is away
+    wait("the subscription", lambda: "Sending SUBACK" in broker.log())
+    broker.stop()
+    bridge = Bridge(tmp_path, MqttSettings(broker.url, queue=10))
+    try:
+        wait("the sink's own report", lambda: bridge.written("mqtt_error"))  # an event queued too
+        for n in range(25):
+            bridge.lines.event("dock", "crossed", n=n)
+        assert metric(bridge.metrics, "video_ingest_events_dropped_total", sink="mqtt") == 16
+        wait("the queue's depth", lambda: metric(bridge.metrics, "video_ingest_events_queued", sink="mqtt") == 10)
+        broker.start()
+        wait("the kept events", lambda: len(subscriber.received()) >= 10, timeout=30)
+        time.sleep(0.5)
+    finally:
+        bridge.close()
+        subscriber.close()
+        broker.stop()
+    assert [json.loads(p)["n"] for _, p, _ in subscriber.received()] == list(range(15, 25))  # the newest
+    assert len(bridge.written("crossed")) == 25  # the results file keeps everything
+
+
+def test_a_refused_login_is_reported_retried_and_never_shown(tmp_path):
+    broker = Mosquitto(tmp_path / "broker", users={"bridge": "right-password"}).start()
+    bridge = Bridge(tmp_path, MqttSettings(f"mqtt://bridge:wrong-password@127.0.0.1:{broker.port}/site"))
+    try:
+        [error] = wait("the refusal", lambda: bridge.written("mqtt_error"))
+        assert error["reason"] == "refused" and "authori" in error["message"].lower()
+        wait("a retry", lambda: metric(bridge.metrics, "video_ingest_mqtt_connect_failures_total",
+                                       reason="refused") >= 2, timeout=10)
+        assert len(bridge.written("mqtt_error")) == 1  # reported once, not at every retry
+        bridge.lines.event("dock", "crossed", n=1)  # the rest goes on
+        assert bridge.written("crossed")
+        assert metric(bridge.metrics, "video_ingest_mqtt_connected") == 0
+    finally:
+        bridge.close()
+        broker.stop()
+    assert "wrong-password" not in bridge.results.read_text()
+
+
+def test_home_assistant_discovery_describes_each_count_and_camera(tmp_path):
+    broker = Mosquitto(tmp_path / "broker").start()
+    subscriber = Subscriber(broker, "homeassistant/#")
+    bridge = Bridge(tmp_path, MqttSettings(broker.url, discovery=True))
+    try:
+        bridge.lines.event("dock", "connected")
+        bridge.metrics.zone_objects("dock", "door", "person", 1)
+        bridge.metrics.crossed("dock", "gate", "out", "car")
+        wait("three configs", lambda: len(subscriber.latest()) == 3)
+    finally:
+        bridge.close()
+        subscriber.close()
+        broker.stop()
+    configs = {topic: json.loads(p) for topic, p in subscriber.latest().items()}
+    camera = configs["homeassistant/binary_sensor/video-ingest/video-ingest_dock_status/config"]
+    assert camera["state_topic"] == "video-ingest/dock/status" and camera["payload_on"] == "online"
+    assert camera["availability_topic"] == "video-ingest/available"
+    line = configs["homeassistant/sensor/video-ingest/video-ingest_dock_line_gate_out_car/config"]
+    assert (line["state_topic"], line["state_class"]) == ("video-ingest/dock/lines/gate/out/car", "total_increasing")
+    zone = configs["homeassistant/sensor/video-ingest/video-ingest_dock_zone_door_person/config"]
+    assert zone["device"] == camera["device"] == line["device"]
+
+
+def test_the_will_says_offline_when_video_ingest_is_killed(tmp_path):
+    """The real CLI (its camera points where nothing listens: no TorchServe is needed), killed
+    with SIGKILL: the broker publishes its will."""
+    broker = Mosquitto(tmp_path / "broker").start()
+    subscriber = Subscriber(broker, "video-ingest/available")
+    process = subprocess.Popen([sys.executable, "-m", "ingest.cli", "--camera", "dock=rtsp://127.0.0.1:9/x",
+                                "--mqtt", broker.url, "--results", str(tmp_path / "r.jsonl")],
+                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        wait("online", lambda: subscriber.latest().get("video-ingest/available") == b"online", timeout=30)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+        wait("the will", lambda: subscriber.latest().get("video-ingest/available") == b"offline", timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        subscriber.close()
+        broker.stop()
+
+
+def test_a_wrong_password_on_the_command_line_is_reported_and_the_cameras_go_on(tmp_path):
+    """The real CLI with a wrong password: one `mqtt_error` event, the camera's own events go on
+    (its source is where nothing listens), a clean exit, and the password in no output."""
+    broker = Mosquitto(tmp_path / "broker", users={"bridge": "right-password"}).start()
+    results = tmp_path / "r.jsonl"
+    try:
+        done = subprocess.run([sys.executable, "-m", "ingest.cli", "--camera", "dock=rtsp://127.0.0.1:9/x",
+                               "--mqtt", f"mqtt://bridge:wrong-password@127.0.0.1:{broker.port}",
+                               "--results", str(results), "--duration", "6"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    finally:
+        broker.stop()
+    assert done.returncode == 0, done.stderr[-2000:]
+    events = [json.loads(line) for line in results.read_text().splitlines()]
+    assert [e["reason"] for e in events if e["event"] == "mqtt_error"] == ["refused"]
+    assert [e["event"] for e in events if e["camera"] == "dock"][:2] == ["started", "disconnected"]
+    assert "reconnecting" in {e["event"] for e in events} and "stopped" in {e["event"] for e in events}
+    assert "not authorised" in done.stderr.lower() or "not authorized" in done.stderr.lower()
+    for text in (done.stderr, results.read_text()):
+        assert "wrong-password" not in text
