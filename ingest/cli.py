@@ -151,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     fleet = Fleet(lambda camera: CameraWorker(camera, shared).start(), args.shard)
     fleet.apply(listed)
     try:
-        _run(args, fleet, signals, redact, lines, mqtt_on=sink is not None)
+        _run(args, fleet, signals, redact, lines, broker)
     finally:
         fleet.stop_all(time.monotonic() + DRAIN_S)
         if sink is not None:
@@ -172,7 +172,7 @@ def _sink(broker: mqtt.MqttSettings | None, lines: Lines, metrics: Metrics) -> m
 
 
 def _run(args: argparse.Namespace, fleet: Fleet, signals: Signals, redact: Redactor, lines: Lines,
-         mqtt_on: bool = False) -> None:
+         broker: mqtt.MqttSettings | None = None) -> None:
     """Waits for the end (signal, duration, files done), reloading the list when it changes."""
     end = None if args.duration is None else time.monotonic() + args.duration
     watch = FileWatch(args.config) if args.config else None
@@ -183,12 +183,16 @@ def _run(args: argparse.Namespace, fleet: Fleet, signals: Signals, redact: Redac
             return
         if watch is not None and (watch.changed() or signals.reload.is_set()):
             signals.reload.clear()
-            _reload(args, fleet, redact, lines, mqtt_on)
+            _reload(args, fleet, redact, lines, broker)
 
 
-def _reload(args: argparse.Namespace, fleet: Fleet, redact: Redactor, lines: Lines, mqtt_on: bool) -> None:
+def _reload(args: argparse.Namespace, fleet: Fleet, redact: Redactor, lines: Lines,
+            broker: mqtt.MqttSettings | None) -> None:
     try:
-        listed = cameras(args, mqtt_on)
+        listed = cameras(args, mqtt_on=broker is not None)
+        if mqtt_settings(args) != broker:
+            logger.warning("the camera list's `mqtt` section changed: it applies at the next start "
+                           "(the bridge goes on with %s)", broker.display if broker else "no broker")
     except ConfigError as exc:
         message = redact(str(exc))
         logger.error("camera list not reloaded, the running cameras go on: %s", message)

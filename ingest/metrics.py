@@ -16,6 +16,8 @@ class CountWatcher(Protocol):
 
     def crossed(self, camera: str, line: str, direction: str, label: str) -> None: ...
 
+    def zone_removed(self, camera: str, zone: str) -> None: ...
+
 
 class Metrics:
     """Declared once; a removed camera's series are removed with it. Never raises into a camera."""
@@ -142,6 +144,8 @@ class Metrics:
         for metric, labels in gone:
             with contextlib.suppress(KeyError):
                 metric.remove(*labels)
+        for watcher in self._watchers:
+            watcher.zone_removed(camera, zone)
 
     def remove(self, camera: str) -> None:
         """A camera is gone from the list: its series go too."""

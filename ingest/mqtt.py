@@ -189,6 +189,7 @@ class MqttSink:
         self._retained: dict[str, str] = {}  # topic -> its latest payload
         self._changed: dict[str, None] = {}  # retained topics to publish (ordered)
         self._crossings: dict[str, int] = {}
+        self._discovered: dict[str, str] = {}  # a state topic -> its discovery topic
         self._dropped = 0
         self._unacked: dict[int, bool] = {}  # paho's message id -> whether it is an event
         self._draining_until: float | None = None
@@ -251,10 +252,21 @@ class MqttSink:
             self._retain(topic, str(self._crossings[topic]),
                          self._discovery.line(camera, line, direction, label) if self._discovery else None)
 
+    def zone_removed(self, camera: str, zone: str) -> None:
+        """A reload removed the zone: its retained counts (and discovered sensors) are cleared."""
+        gone = self.topics.zone_prefix(camera, zone)
+        with self._lock:
+            for topic in [t for t in self._retained if t.startswith(gone)]:
+                for cleared in (topic, self._discovered.pop(topic, None)):
+                    if cleared is not None:
+                        self._retained[cleared] = ""  # an empty retained message deletes the broker's
+                        self._changed[cleared] = None
+
     def _retain(self, topic: str, payload: str, discovery: tuple[str, str] | None) -> None:
-        if discovery is not None and discovery[0] not in self._retained:
+        if discovery is not None and not self._retained.get(discovery[0]):
             self._retained[discovery[0]] = discovery[1]
             self._changed[discovery[0]] = None
+            self._discovered[topic] = discovery[0]
         self._retained[topic] = payload
         self._changed[topic] = None
 

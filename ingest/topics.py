@@ -51,7 +51,11 @@ class Topics:
         return f"{self.prefix}/{camera}/status"
 
     def zone(self, camera: str, zone: str, label: str) -> str:
-        return f"{self.prefix}/{camera}/zones/{zone}/{level(label)}"
+        return f"{self.zone_prefix(camera, zone)}{level(label)}"
+
+    def zone_prefix(self, camera: str, zone: str) -> str:
+        """What every topic of a zone's counts starts with."""
+        return f"{self.prefix}/{camera}/zones/{zone}/"
 
     def line(self, camera: str, line: str, direction: str, label: str) -> str:
         return f"{self.prefix}/{camera}/lines/{line}/{direction}/{level(label)}"

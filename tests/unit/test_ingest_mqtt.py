@@ -195,11 +195,15 @@ def test_home_assistant_discovery_describes_each_count_and_camera(tmp_path):
         bridge.metrics.zone_objects("dock", "door", "person", 1)
         bridge.metrics.crossed("dock", "gate", "out", "car")
         wait("three configs", lambda: len(subscriber.latest()) == 3)
+        configs = {topic: json.loads(p) for topic, p in subscriber.latest().items()}
+        bridge.metrics.remove_zone("dock", "door")  # a reload removed the zone: its sensor goes
+        wait("the zone's config cleared", lambda: b"" in subscriber.latest().values())
     finally:
         bridge.close()
         subscriber.close()
         broker.stop()
-    configs = {topic: json.loads(p) for topic, p in subscriber.latest().items()}
+    assert [t for t, p in subscriber.latest().items() if p == b""] == [
+        "homeassistant/sensor/video-ingest/video-ingest_dock_zone_door_person/config"]
     camera = configs["homeassistant/binary_sensor/video-ingest/video-ingest_dock_status/config"]
     assert camera["state_topic"] == "video-ingest/dock/status" and camera["payload_on"] == "online"
     assert camera["availability_topic"] == "video-ingest/available"
