@@ -291,18 +291,25 @@ class MqttSink:
             if self._draining_until is not None and (self._state != "up" or self._drained()
                                                      or time.monotonic() >= self._draining_until):
                 return self._goodbye()
-            if self._state == "down":
-                self._connect()
-            else:
-                if self._client.loop(timeout=0.05) != 0:
-                    self._down()
-                if self._state == "connecting" and time.monotonic() - self._since > CONNACK_S:
-                    self._failed("timeout", f"no answer from the broker in {CONNACK_S:g} s")
-                    self._down()
-                if self._state == "up":
-                    self._publish()
+            try:
+                self._step()
+            except Exception as exc:  # a bug: logged, the connection started anew, the sink goes on
+                logger.exception("mqtt: the sink failed (it reconnects and goes on): %s", exc)
+                self._down(f"{type(exc).__name__}: {exc}")
             self._flush_reports()
             self._metrics.events_queued(SINK, len(self._events) + len(self._unacked))
+
+    def _step(self) -> None:
+        if self._state == "down":
+            self._connect()
+            return
+        if self._client.loop(timeout=0.05) != 0:
+            self._down()
+        if self._state == "connecting" and time.monotonic() - self._since > CONNACK_S:
+            self._failed("timeout", f"no answer from the broker in {CONNACK_S:g} s")
+            self._down()
+        if self._state == "up":
+            self._publish()
 
     def _connect(self) -> None:
         if time.monotonic() < self._retry_at:
