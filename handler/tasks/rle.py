@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 
-_OWNER = 1 << 40  # a mask's index, above any pixel index (16,384 x 16,384 frames are 2**28 pixels)
-_GROUP_LIMITS = np.array([1 << (5 * k - 1) for k in range(1, 9)], dtype=np.int64)
-
 
 def encode(mask: np.ndarray) -> dict[str, object]:
     """`{"size": [h, w], "counts": str}` for a mask, as `pycocotools.mask.encode` gives it.
@@ -42,8 +39,7 @@ def from_changes(changes: np.ndarray, counts: np.ndarray, sizes: object) -> list
     """
     m = len(counts)
     size = np.asarray(sizes, dtype=np.int64).reshape(m, 2)
-    owner, at = _cancelled(np.asarray(changes, dtype=np.int64), np.asarray(counts, dtype=np.int64), size)
-    counts = np.bincount(owner, minlength=m)
+    at, counts = _cancelled(np.asarray(changes, dtype=np.int64), np.asarray(counts, dtype=np.int64), size)
     ends = np.cumsum(counts + 2)  # each mask's edges: 0, its changes, h * w
     firsts = ends - counts - 2
     edges = np.empty(int(ends[-1]) if m else 0, dtype=np.int64)
@@ -57,15 +53,29 @@ def from_changes(changes: np.ndarray, counts: np.ndarray, sizes: object) -> list
 
 
 def _cancelled(changes: np.ndarray, counts: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each real change's mask and pixel: those inside the mask, equal neighbours cancelled."""
-    owner = np.repeat(np.arange(len(counts)), counts)
-    inside = changes < (size[:, 0] * size[:, 1])[owner]
-    key = owner[inside] * _OWNER + changes[inside]
-    first = np.ones(key.size, dtype=bool)
-    first[1:] = key[1:] != key[:-1]
-    starts = np.flatnonzero(first)
-    odd = starts[np.diff(np.append(starts, key.size)) % 2 == 1]
-    return key[odd] // _OWNER, key[odd] % _OWNER
+    """The real changes (those inside their mask, equal neighbours cancelled in pairs) and how
+    many each mask keeps."""
+    area = size[:, 0] * size[:, 1]
+    ends = np.cumsum(counts)
+    filled = counts > 0
+    if changes.size and (changes[ends[filled] - 1] >= area[filled]).any():  # ascending: the tail may be past
+        owner = np.repeat(np.arange(len(counts)), counts)
+        inside = changes < area[owner]
+        changes, counts = changes[inside], np.bincount(owner[inside], minlength=len(counts))
+        ends = np.cumsum(counts)
+    pairs = np.flatnonzero(changes[1:] == changes[:-1])  # changes i and i + 1 are equal ...
+    pairs = pairs[~np.isin(pairs + 1, ends - counts)]  # ... within one mask
+    if not pairs.size:
+        return changes, counts
+    # m pairs in a row are m + 1 equal changes: an even number cancel, an odd number leave one.
+    first = np.ones(pairs.size, dtype=bool)
+    first[1:] = pairs[1:] != pairs[:-1] + 1
+    run = np.diff(np.append(np.flatnonzero(first), pairs.size)) + 1  # equal changes in each run
+    kept = run % 2
+    start, length = pairs[first] + kept, run - kept  # what each run drops
+    drop = np.repeat(start - np.cumsum(length) + length, length) + np.arange(length.sum())
+    return np.delete(changes, drop), counts - np.bincount(np.searchsorted(ends, drop, side="right"),
+                                                          minlength=len(counts))
 
 
 def _text(runs: np.ndarray, per_mask: np.ndarray) -> list[str]:
@@ -79,7 +89,9 @@ def _text(runs: np.ndarray, per_mask: np.ndarray) -> list[str]:
     values = runs.copy()
     values[2:] -= np.where(early[2:], 0, runs[:-2])
     magnitude = np.where(values < 0, ~values, values)
-    groups = np.searchsorted(_GROUP_LIMITS, magnitude, side="right") + 1  # 5k bits hold [-2**(5k-1), 2**(5k-1))
+    # g groups (5g bits) hold [-2**(5g-1), 2**(5g-1)): g = (bit length + 5) // 5 (frexp's exponent
+    # is the bit length, exactly, below 2**53).
+    groups = (np.frexp(magnitude)[1] + 5) // 5
     starts = np.cumsum(groups) - groups
     chars = np.empty(int(groups.sum()), dtype=np.uint8)
     chars[starts] = (values & 0x1F) + np.where(groups > 1, 0x20 + 48, 48)

@@ -416,3 +416,10 @@ def test_masks_of_many_detections_are_encoded_in_one_call_each_as_pycocotools_wo
     # A change after the last pixel is no change; equal neighbours cancel (a run of no pixels).
     assert rle.from_changes(np.array([2, 4, 4, 6]), np.array([4]), [(2, 3)]) == [
         rle.encode(np.array([[0, 1, 1], [0, 1, 1]]))]
+    # Among several masks: a run of three equal changes keeps one, equal changes of two masks
+    # side by side do not cancel, an empty mask, changes past the end of a mask in the middle.
+    given = [[2, 4, 4, 6], [2, 5, 5, 5], [5], [], [0, 6, 7], [1, 3, 3]]
+    real = [[2], [2, 5], [5], [], [0], [1]]
+    got = rle.from_changes(np.array([c for g in given for c in g]), np.array([len(g) for g in given]), [(2, 3)] * 6)
+    flats = [np.cumsum(np.bincount(np.array(r, dtype=int), minlength=6)[:6]) % 2 == 1 for r in real]
+    assert got == [rle.encode(flat.reshape(3, 2).T) for flat in flats]
