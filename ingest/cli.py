@@ -81,10 +81,7 @@ def cameras(args: argparse.Namespace, mqtt_on: bool = False) -> list[Camera]:
     given = [config.from_argument(text, **settings) for text in args.camera]
     found = config.unique([*listed, *given], "--config and --camera")
     if mqtt_on:
-        try:
-            mqtt.check_names(found)
-        except mqtt.MqttError as exc:
-            raise ConfigError(str(exc)) from None
+        mqtt.check_names(found)
     return found
 
 
@@ -97,10 +94,7 @@ def mqtt_settings(args: argparse.Namespace) -> mqtt.MqttSettings | None:
     data = config.read(args.config) if args.config else None
     section = data.get("mqtt") if isinstance(data, dict) else None
     given = {"url": args.mqtt, "ca": args.mqtt_ca, "queue": args.mqtt_queue, "discovery": args.mqtt_discovery}
-    try:
-        return mqtt.settings_from(section, given, os.environ)
-    except mqtt.MqttError as exc:
-        raise ConfigError(str(exc)) from None
+    return mqtt.settings_from(section, given, os.environ)
 
 
 class Signals:

@@ -57,7 +57,7 @@ class Metrics:
         self._lock = threading.Lock()
         self._series: dict[str, set[tuple[Counter | Gauge, tuple[str, ...]]]] = {}
         self._watchers: list[CountWatcher] = []
-        self._sink_children: dict[tuple[str, str], object] = {}
+        self._sink_children: dict[tuple[Counter | Gauge, str], object] = {}
 
     def serve(self, port: int, address: str = "127.0.0.1") -> None:
         """Serves `/metrics` on `address`:`port`."""
@@ -122,7 +122,7 @@ class Metrics:
 
     def _sink_child(self, metric: Counter | Gauge, label: str):  # type: ignore[no-untyped-def]
         """`metric.labels(label)`, looked up once: a sink counts each event (`labels` costs ~10 us)."""
-        key = (metric._name, label)
+        key = (metric, label)
         child = self._sink_children.get(key)
         if child is None:
             child = self._sink_children[key] = metric.labels(label)

@@ -26,7 +26,9 @@ from urllib.parse import unquote, urlsplit
 
 from ingest import topics
 from ingest.backoff import Backoff
+from ingest.config import ConfigError, expand
 from ingest.metrics import Metrics
+from ingest.redact import url_secrets
 from ingest.topics import Discovery, Topics
 
 logger = logging.getLogger(__name__)
@@ -38,7 +40,7 @@ _STATES = {"started": ("offline", "connecting"), "connected": ("online", None), 
 Report = Callable[..., None]
 
 
-class MqttError(ValueError):
+class MqttError(ConfigError):
     """A bad MQTT setting; the message names it and the fix (never the password)."""
 
 
@@ -112,8 +114,6 @@ class MqttSettings:
 
     @property
     def secrets(self) -> list[str]:
-        from ingest.redact import url_secrets
-
         return url_secrets(self.url)
 
 
@@ -124,11 +124,9 @@ def settings_from(section: Any, given: Mapping[str, Any], environ: Mapping[str, 
     Raises:
         MqttError: naming the setting and the fix.
     """
-    from ingest.config import ConfigError, expand
-
     if section is not None and not isinstance(section, Mapping):
         raise MqttError("`mqtt` is a mapping: url, and optionally ca, queue, discovery, discovery_prefix")
-    values = {k: v for k, v in dict(section or {}).items()}
+    values = dict(section or {})
     unknown = set(values) - {"url", "ca", "queue", "discovery", "discovery_prefix"}
     if unknown:
         raise MqttError(f"mqtt: unknown setting(s) {', '.join(sorted(map(str, unknown)))}: "
@@ -188,7 +186,6 @@ class MqttSink:
         self._events: deque[tuple[str, str]] = deque()  # (topic, payload) of events, oldest first
         self._retained: dict[str, str] = {}  # topic -> its latest payload
         self._changed: dict[str, None] = {}  # retained topics to publish (ordered)
-        self._crossings: dict[str, int] = {}
         self._discovered: dict[str, str] = {}  # a state topic -> its discovery topic
         self._dropped = 0
         self._unacked: dict[int, bool] = {}  # paho's message id -> whether it is an event
@@ -238,19 +235,17 @@ class MqttSink:
                     state, reason = _STATES.get(event, ("offline", line.get("reason")))
                     self._retain(self.topics.status(camera), json.dumps(
                         {"state": state, "reason": reason, "time": line.get("time")}),
-                        self._discovery.camera(camera) if self._discovery else None)
+                        lambda d: d.camera(camera))  # noqa: B023 (called at once)
 
     def zone(self, camera: str, zone: str, label: str, objects: int) -> None:
         with self._lock:
-            self._retain(self.topics.zone(camera, zone, label), str(objects),
-                         self._discovery.zone(camera, zone, label) if self._discovery else None)
+            self._retain(self.topics.zone(camera, zone, label), str(objects), lambda d: d.zone(camera, zone, label))
 
     def crossed(self, camera: str, line: str, direction: str, label: str) -> None:
         topic = self.topics.line(camera, line, direction, label)
         with self._lock:
-            self._crossings[topic] = self._crossings.get(topic, 0) + 1
-            self._retain(topic, str(self._crossings[topic]),
-                         self._discovery.line(camera, line, direction, label) if self._discovery else None)
+            crossings = int(self._retained.get(topic, 0)) + 1
+            self._retain(topic, str(crossings), lambda d: d.line(camera, line, direction, label))
 
     def zone_removed(self, camera: str, zone: str) -> None:
         """A reload removed the zone: its retained counts (and discovered sensors) are cleared."""
@@ -262,11 +257,13 @@ class MqttSink:
                         self._retained[cleared] = ""  # an empty retained message deletes the broker's
                         self._changed[cleared] = None
 
-    def _retain(self, topic: str, payload: str, discovery: tuple[str, str] | None) -> None:
-        if discovery is not None and not self._retained.get(discovery[0]):
-            self._retained[discovery[0]] = discovery[1]
-            self._changed[discovery[0]] = None
-            self._discovered[topic] = discovery[0]
+    def _retain(self, topic: str, payload: str, describe: Callable[[Discovery], tuple[str, str]]) -> None:
+        """`topic`'s new payload; with discovery on, first its description (once, built only then)."""
+        if self._discovery is not None and topic not in self._discovered:
+            config, body = describe(self._discovery)
+            self._retained[config] = body
+            self._changed[config] = None
+            self._discovered[topic] = config
         self._retained[topic] = payload
         self._changed[topic] = None
 
