@@ -24,6 +24,8 @@ fi
 stop_keys
 torchserve --stop >/dev/null 2>&1 || true
 ./archive.sh
+# The live view's demo clip (docs/ingest.md, "Live view and zone editor"), made once.
+[[ -f data/demo.ts ]] || python scripts/demo_clip.py
 mkdir -p logs
 # VIDEO_TS_PORT_OFFSET moves every port, to run beside another TorchServe (the quick-start test).
 config=config.properties
@@ -46,5 +48,7 @@ Try:
   curl -H "Authorization: Bearer \$(python3 -c 'import json; print(json.load(open("key_file.json"))["inference"]["key"])')" \\
        -H "Content-Type: image/png" --data-binary @data/images/chelsea.png \\
        $inference/predictions/frame_quality
+Watch face_detector track a face in the browser (open the address it prints):
+  .venv/bin/video-ingest --camera demo=data/demo.ts --loop --track --model face_detector --web 127.0.0.1:8095
 Stop it with: ./serve.sh stop
 MSG

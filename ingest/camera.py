@@ -79,7 +79,10 @@ class CameraWorker:
             self._shared.lines.write(self._analytics.end(self._shared.now()))
             return
         unit, lines = item
-        self._shared.lines.write(self._analytics.release(unit, lines, self._shared.now()))
+        out = self._analytics.release(unit, lines, self._shared.now())
+        self._shared.lines.write(out)
+        if self._shared.view is not None:
+            self._shared.view.released(self.camera.name, unit, out)
 
     @property
     def finished(self) -> bool:

@@ -2,6 +2,7 @@
 
     video-ingest --camera gate-1=rtsp://gate-1.example/stream1
     video-ingest --config cameras.yaml --results results.jsonl --metrics-port 9108
+    video-ingest --config cameras.yaml --web 127.0.0.1:8095    # the live view and the zone editor
 
 Runs until SIGTERM or SIGINT (then exits within 10 s, everything in flight answered or counted),
 `--duration` seconds, or the end of every file source that does not loop. SIGHUP, or a change of
@@ -20,18 +21,21 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ingest import config, mqtt
+from ingest import access, config, mqtt
 from ingest.camera import CameraWorker
 from ingest.client import Keys
 from ingest.clock import WallClock
 from ingest.config import Camera, ConfigError, Mode, Transport
+from ingest.editor import Editor
 from ingest.fleet import DRAIN_S, Fleet
 from ingest.metrics import Metrics
 from ingest.output import Lines
 from ingest.redact import RedactingFilter, Redactor
 from ingest.shard import Shard
 from ingest.shared import Shared
+from ingest.view import View
 from ingest.watch import FileWatch
+from ingest.web import WebServer, parse_address
 
 logger = logging.getLogger("ingest")
 
@@ -63,6 +67,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mqtt-queue", type=int, metavar="N", help="events kept while the broker is away (default 10000)")
     p.add_argument("--mqtt-discovery", action="store_const", const=True,
                    help="publish Home Assistant MQTT discovery messages (a sensor per count, one per camera)")
+    p.add_argument("--web", metavar="HOST:PORT", help="serve the live view and the zone editor (e.g. 127.0.0.1:8095)")
+    p.add_argument("--web-token-file", type=Path, metavar="FILE",
+                   help='the web view\'s token, {"web": {"key": ...}} (made there if missing; default: a new one, printed)')
     p.add_argument("--duration", type=float, help="seconds to run (default: until SIGTERM/SIGINT)")
     p.add_argument("--shard", type=Shard.parse, default=Shard(), metavar="K/N", help="a stable share of the list")
     p.add_argument("--log-level", default="INFO")
@@ -129,6 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         broker = mqtt_settings(args)
         listed = cameras(args, mqtt_on=broker is not None)
+        web = (parse_address(args.web), access.load(args.web_token_file)) if args.web else None
     except ConfigError as exc:
         print(f"video-ingest: {redact(str(exc))}", file=sys.stderr)
         return 2
@@ -141,17 +149,54 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.metrics_port is not None:
         metrics.serve(args.metrics_port, args.metrics_address)
     sink = _sink(broker, lines, metrics)
-    shared = Shared(args.url, args.model, Keys(args.token_file), lines, metrics, redact, now, args.snapshot)
+    view = _view(lines, metrics) if web else None
+    shared = Shared(args.url, args.model, Keys(args.token_file), lines, metrics, redact, now, args.snapshot, view)
     fleet = Fleet(lambda camera: CameraWorker(camera, shared).start(), args.shard)
     fleet.apply(listed)
     try:
+        server = _serve(web, view, fleet, Editor(args.config)) if web and view else None
+    except OSError as exc:
+        print(f"video-ingest: --web {args.web}: cannot listen there ({exc.strerror}): choose a free port",
+              file=sys.stderr)
+        fleet.stop_all(time.monotonic() + DRAIN_S)
+        return 2
+    try:
         _run(args, fleet, signals, redact, lines, broker)
     finally:
+        if server is not None:
+            server.close()
         fleet.stop_all(time.monotonic() + DRAIN_S)
         if sink is not None:
             sink.close()
         lines.close()
     return 0
+
+
+def _view(lines: Lines, metrics: Metrics) -> View:
+    """The web view's data, reading every line and count from now on."""
+    view = View()
+    lines.add_sink(view)
+    metrics.watch(view)
+    return view
+
+
+def _serve(web: tuple[tuple[str, int], access.Token], view: View, fleet: Fleet, editor: Editor) -> WebServer:
+    """Starts the web view; prints its address (and a new token, once)."""
+    (host, port), token = web
+    fleet.view = view
+    view.configure(fleet.cameras())
+    server = WebServer((host, port), token, view, editor).start()
+    shown = f"[{host}]" if ":" in host else host
+    if not server.loopback:
+        logger.warning("the web view listens on %s, beyond this machine, over plain HTTP: its token crosses the "
+                       "network in the clear; put it behind a TLS proxy (or use 127.0.0.1 and an SSH tunnel)", host)
+    if token.made and token.path is None:
+        print(f"video-ingest: the web view is on http://{shown}:{server.port}/#token={token.value} "
+              "(the token is shown only now; --web-token-file keeps one)", file=sys.stderr, flush=True)
+    else:
+        print(f"video-ingest: the web view is on http://{shown}:{server.port}/ (its token is in "
+              f"{token.path}{', made now' if token.made else ''})", file=sys.stderr, flush=True)
+    return server
 
 
 def _sink(broker: mqtt.MqttSettings | None, lines: Lines, metrics: Metrics) -> mqtt.MqttSink | None:
@@ -195,6 +240,8 @@ def _reload(args: argparse.Namespace, fleet: Fleet, redact: Redactor, lines: Lin
     redact.update(s for c in listed for s in c.secrets)
     lines.event(None, "reloaded", cameras=sorted(c.name for c in listed if args.shard.includes(c.name)))
     fleet.apply(listed)
+    if fleet.view is not None:
+        fleet.view.configure(fleet.cameras())
 
 
 if __name__ == "__main__":

@@ -6,10 +6,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from ingest.camera import CameraWorker
 from ingest.config import Camera
 from ingest.shard import Shard
+
+if TYPE_CHECKING:
+    from ingest.view import View
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +33,11 @@ class Fleet:
         self._start = start
         self._shard = shard or Shard()
         self.workers: dict[str, CameraWorker] = {}
+        self.view: View | None = None  # told of the cameras after each change (the web view)
+
+    def cameras(self) -> list[Camera]:
+        """The running cameras, in the list's order."""
+        return [w.camera for w in self.workers.values()]
 
     def apply(self, cameras: Sequence[Camera]) -> None:
         """Starts added cameras, stops removed ones, restarts changed ones; the others go on (a

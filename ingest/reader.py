@@ -142,8 +142,10 @@ class Reader:
     def _cutter(self, stream: av.VideoStream, demuxer: str) -> Cutter:
         camera = self.camera
         if camera.mode is Mode.SEGMENTS and stream.codec_context.name in REMUXABLE:
+            view = self._shared.view
             return Segmenter(stream, camera.segment_seconds, self._clock, self._issue, camera.sample_fps,
-                             oversized=lambda: self._dropped("no_key_frame"))
+                             oversized=lambda: self._dropped("no_key_frame"),
+                             preview=(lambda: view.watched(camera.name)) if view is not None else lambda: False)
         if camera.mode is Mode.SEGMENTS:
             logger.warning("camera %s sends %s, which MPEG-TS segments do not carry: sending frames instead",
                            camera.name, stream.codec_context.name)

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ingest.client import Keys
 from ingest.clock import WallClock
 from ingest.metrics import Metrics
 from ingest.output import Lines
 from ingest.redact import Redactor
+
+if TYPE_CHECKING:
+    from ingest.view import View
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +29,7 @@ class Shared:
         redact: masks secrets in texts.
         now: the wall clock (monotonic since start).
         snapshots: `--snapshot DIR` (a picture per camera), or None.
+        view: `--web`'s live view, told of every answered unit, or None.
     """
 
     url: str
@@ -35,3 +40,4 @@ class Shared:
     redact: Redactor
     now: WallClock
     snapshots: Path | None = None
+    view: View | None = None

@@ -20,6 +20,8 @@ class Unit:
         frame_times: (pts, capture time) of each frame, in presentation order (segments).
         session: the camera's connection it came from (1 for the first): a tracker starts anew
             with each connection.
+        preview: the segment remuxed into fragmented MP4 for the web view (`ingest.view`), made
+            only while someone watches the camera; None otherwise.
     """
 
     seq: int
@@ -31,6 +33,7 @@ class Unit:
     sample_fps: float | None = None
     frame_times: tuple[tuple[float, float], ...] = ()
     session: int = 0
+    preview: bytes | None = None
 
     def capture_at(self, pts: float) -> float:
         """The capture time of the unit's frame nearest to stream time `pts`."""

@@ -1,4 +1,5 @@
-"""The README's quick start as written: `./serve.sh`, the curl it prints answers 200, `./serve.sh stop`.
+"""The README's quick start as written: `./serve.sh`, the curl it prints answers 200, the live view's
+demo it prints shows the tracked face in a real browser (Debian's Chromium), `./serve.sh stop`.
 
 It runs in a copy of the checkout (sharing this run's .venv), so its model_store/, logs/ and
 key_file.json do not touch the working tree; `VIDEO_TS_PORT_OFFSET` and its own TMPDIR keep it
@@ -44,7 +45,7 @@ def checkout(tmp_path_factory) -> Path:
     copy = tmp_path_factory.mktemp("quickstart") / "repo"
     shutil.copytree(support.ROOT, copy, symlinks=True, ignore=shutil.ignore_patterns(
         ".venv", ".git", "model_store", "logs", "key_file.json", "__pycache__", ".pytest_cache",
-        ".hypothesis", "*.egg-info", "build"))
+        ".hypothesis", "*.egg-info", "build", "demo.ts"))  # serve.sh makes data/demo.ts, as on a fresh clone
     # copytree keeps mtimes, so setup.sh finds this venv up to date with pyproject.toml.
     (copy / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
     return copy
@@ -59,7 +60,7 @@ def test_serve_sh_prints_a_curl_that_answers_200_and_stop_stops_it(checkout, tmp
         started = subprocess.run(["./serve.sh"], cwd=checkout, env=env, capture_output=True, text=True,
                                  timeout=900)
         assert started.returncode == 0, started.stderr[-3000:]
-        printed = started.stdout[started.stdout.index("Try:\n") + 5:started.stdout.index("Stop it with")]
+        printed = started.stdout[started.stdout.index("Try:\n") + 5:started.stdout.index("Watch face_detector")]
         curl = _command(printed.replace(inference, SHOWN))
         assert curl == _command(_readme_block("it is this one", "bash")), printed
         assert "./serve.sh stop" in started.stdout
@@ -83,12 +84,47 @@ def test_serve_sh_prints_a_curl_that_answers_200_and_stop_stops_it(checkout, tmp
         assert status == "200", faces.stdout + faces.stderr
         assert json.loads(body) == json.loads(_readme_block("the faces it answers", "json"))
 
+        _demo_shows_the_tracked_face(checkout, started.stdout, inference, tmp_path)
+
         stopped = subprocess.run(["./serve.sh", "stop"], cwd=checkout, env=env, capture_output=True, text=True,
                                  timeout=120)
         assert stopped.returncode == 0, stopped.stderr
         assert wait_until(lambda: _refused(inference), 60), f"{inference} still answers after serve.sh stop"
     finally:  # a failed assertion above still stops both (serve.sh stop ends video-keys too)
         subprocess.run(["./serve.sh", "stop"], cwd=checkout, env=env, capture_output=True, timeout=120)
+
+
+def _demo_shows_the_tracked_face(checkout: Path, printed: str, inference: str, tmp_path: Path) -> None:
+    """The live view's demo command, as serve.sh prints it and docs/ingest.md shows it, in a browser."""
+    from tests import browser
+    from tests.rtsp_server import free_port
+
+    line = printed[printed.index("Watch face_detector"):].splitlines()[1].strip()
+    docs = (support.ROOT / "docs" / "ingest.md").read_text()
+    shown = re.search(r"```bash\n(.*?)```", docs[docs.index("A demo on a fresh clone"):], re.S)[1].strip()
+    assert line == shown
+    assert (checkout / "data" / "demo.ts").is_file()  # made by serve.sh
+    port = free_port()
+    command = _command(line.replace("127.0.0.1:8095", f"127.0.0.1:{port}"))
+    log = tmp_path / "demo.log"
+    with log.open("w") as err:
+        demo = subprocess.Popen([*command, "--url", inference, "--results", str(tmp_path / "demo.jsonl")],
+                                cwd=checkout, stdout=subprocess.DEVNULL, stderr=err)
+    driver = None
+    try:
+        assert wait_until(lambda: "#token=" in log.read_text(), 60), log.read_text()
+        address = re.search(r"(http://\S+#token=\S+)", log.read_text())[1]
+        driver = browser.chrome()
+        driver.get(address)
+        faces = browser.wait(driver, "the face drawn with its track id", lambda: driver.execute_script(
+            "const t = view.tiles.get('demo'); return t && t.drawn.filter((d) => d.label === 'face' && "
+            "Number.isInteger(d.track_id))"), timeout=60)
+        assert len(faces) == 1
+    finally:
+        if driver is not None:
+            driver.quit()
+        demo.terminate()
+        demo.wait(timeout=30)
 
 
 def _refused(url: str) -> bool:
