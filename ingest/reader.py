@@ -16,14 +16,13 @@ from ingest.frames import FrameSender, arrival_timing
 from ingest.segments import REMUXABLE, Segmenter, pts_seconds
 from ingest.shared import Shared
 from ingest.source import Pacer, open_camera
-from ingest.units import Unit
+from ingest.units import END_OF_STREAM, Unit
 
 if TYPE_CHECKING:
     import av
 
 logger = logging.getLogger(__name__)
 
-END_OF_STREAM = "end of stream"
 #: Demuxers whose timestamps are made up (HTTP MJPEG: 25 fps whatever the camera sends).
 UNTIMED = ("mpjpeg",)
 #: Packets (frames mode) or segments (answered 400 CorruptFrame) in a row that do not decode

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: Why a connection ended when its source ran out (`disconnected`'s reason): a file's end, no error.
+END_OF_STREAM = "end of stream"
+
 
 @dataclass(frozen=True, slots=True)
 class Unit:

@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ingest.config import Camera
-from ingest.reader import END_OF_STREAM
 from ingest.scene import Scene
-from ingest.units import Unit
+from ingest.units import END_OF_STREAM, Unit
 
 logger = logging.getLogger(__name__)
 
