@@ -43,14 +43,13 @@ class Editor:
         self.path = path
         self._environ = os.environ if environ is None else environ
         self._lock = threading.Lock()
-        self._indent, self._offset = 2, 0  # the file's own indentation (ruamel guesses it at each load)
 
     def read_only(self, camera: str) -> str | None:
         """Why `camera`'s zones and lines cannot be edited here, or None if they can."""
         if self.path is None:
             return "given with --camera: there is no camera list to save to (start with --config cameras.yaml)"
         try:
-            self._entry(self._load(), camera)
+            self._entry(self._load()[0], camera)
         except EditError as exc:
             return str(exc)
         return None
@@ -62,32 +61,32 @@ class Editor:
             EditError: 409 for a read-only camera; 400, with the bridge's message, for a list
                 that would not start.
         """
-        reason = self.read_only(camera)
-        if reason is not None or self.path is None:
-            raise EditError(409, reason or "read-only")
+        if self.path is None:
+            raise EditError(409, str(self.read_only(camera)))
         for key, value in (("zones", zones), ("lines", lines)):
             if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
                 raise EditError(400, f"{key} must be a list of mappings, each with a `name`")
         with self._lock:
-            document = self._load()
-            entry = self._entry(document, camera)
+            document, indent, offset = self._load()
+            entry = self._entry(document, camera)  # 409 for a camera not in the file
             for key, value in (("zones", zones), ("lines", lines)):
                 _put(entry, key, value)
-            text = _dump(document, self._indent or 2, self._offset or 0)
+            text = _dump(document, indent or 2, offset or 0)
             try:
                 config.parse(yaml.safe_load(text), str(self.path), self._environ)
             except (ConfigError, yaml.YAMLError) as exc:
                 raise EditError(400, str(exc)) from None
             _replace(self.path, text)
 
-    def _load(self) -> Any:
+    def _load(self) -> tuple[Any, int | None, int | None]:
+        """The file's document, and its list indentation and dash offset (ruamel's guess)."""
         from ruamel.yaml.util import load_yaml_guess_indent
 
         assert self.path is not None
         try:
             text = self.path.read_text()
-            _, self._indent, self._offset = load_yaml_guess_indent(text)
-            return _yaml(2, 0).load(text)
+            _, indent, offset = load_yaml_guess_indent(text)
+            return _yaml(2, 0).load(text), indent, offset
         except OSError as exc:
             raise EditError(409, f"cannot read the camera list {self.path}: {exc.strerror}") from None
         except Exception as exc:  # ruamel's errors: the file is being edited by hand
