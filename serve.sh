@@ -2,9 +2,17 @@
 # Serves the demo models: installs what is missing, builds the archives, starts TorchServe with
 # config.properties and video-keys beside it (renews the keys in key_file.json before they expire;
 # logs/keys.log), waits until every model is ready and prints a working curl.
-#   ./serve.sh         (re)start        ./serve.sh stop         stop both
+#   ./serve.sh         (re)start        ./serve.sh stop         stop both (and Ray Serve, if started)
+#   ./serve.sh --engine ray             the same archives on Ray Serve instead (docs/engines.md):
+#                                       a one-node Ray on 127.0.0.1, HTTP on port 8000
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
+engine=torchserve
+if [[ ${1:-} == --engine ]]; then
+  engine=${2:-}
+  [[ $engine == torchserve || $engine == ray ]] || { echo "serve.sh: --engine torchserve or ray" >&2; exit 2; }
+fi
+[[ $engine == ray ]] && export EXTRAS=test,ray
 . scripts/setup.sh
 
 keys_pid=logs/video-keys.pid
@@ -17,9 +25,27 @@ stop_keys() {
   rm -f "$keys_pid"
 }
 
+stop_ray() {  # the node `video-ray start` made, when one runs
+  if python -c 'import socket, sys; sys.exit(socket.socket().connect_ex(("127.0.0.1", 6390)) != 0)' 2>/dev/null &&
+     python -c 'import rayserve.cli, ray' 2>/dev/null; then
+    python -m rayserve stop
+  fi
+}
+
 if [[ ${1:-} == stop ]]; then
   stop_keys
+  stop_ray
   exec torchserve --stop
+fi
+if [[ $engine == ray ]]; then
+  ./archive.sh
+  mkdir -p logs
+  if ! python -m rayserve start --config config.properties 2>logs/ray.log; then
+    tail -n 20 logs/ray.log >&2
+    exit 1
+  fi
+  grep -h "has no Ray Serve meaning" logs/ray.log | sed 's/^WARNING rayserve.app: /warning: /' >&2 || true
+  exit 0
 fi
 stop_keys
 torchserve --stop >/dev/null 2>&1 || true

@@ -4,6 +4,7 @@
 # to pytest in .venv alone, without the lint and the vision tests, e.g. ./test.sh tests/unit -x
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
+export EXTRAS=test,ray  # the Ray Serve engine's tests too (rayserve/)
 . scripts/setup.sh
 if (($# > 0)); then
   exec python -m pytest "$@"

@@ -11,6 +11,7 @@ import http.client
 import http.server
 import importlib.util
 import json
+import os
 import re
 import shutil
 import socket
@@ -33,6 +34,7 @@ KUBERNETES_VERSION = "1.30.0"
 CRD_SCHEMAS = {
     ("monitoring.coreos.com/v1", "PodMonitor"): "podmonitor-monitoring-v1.json",
     ("monitoring.coreos.com/v1", "PrometheusRule"): "prometheusrule-monitoring-v1.json",
+    ("ray.io/v1", "RayService"): "rayservice-ray-v1.json",
 }
 
 
@@ -418,3 +420,148 @@ def test_ingest_runs_from_the_image_and_exposes_the_metrics_the_podmonitor_scrap
     assert [e["port"] for e in monitor["spec"]["podMetricsEndpoints"]] == [port["name"]]
     assert INGEST_POD["terminationGracePeriodSeconds"] > 10  # the bridge's clean exit takes at most 10 s
     assert INGEST_POD["securityContext"]["runAsNonRoot"] is True
+
+
+
+# The Ray way (docs/scaling.md): the RayService, its NetworkPolicy and PodMonitor, its alerts.
+RAY = DOCS["RayService", "video-ray"]
+RAY_CLUSTER = RAY["spec"]["rayClusterConfig"]
+RAY_GROUPS = [RAY_CLUSTER["headGroupSpec"], *RAY_CLUSTER["workerGroupSpecs"]]
+[RAY_WORKERS] = RAY_CLUSTER["workerGroupSpecs"]
+SERVE = yaml.safe_load(RAY["spec"]["serveConfigV2"])
+[RAY_APP] = SERVE["applications"]
+IMAGE_HOME = re.search(r"^WORKDIR (/home/model-server)$", DOCKERFILE, re.M)[1]
+RESPONSE_TIMEOUT = max(v["responseTimeout"] for m in MODELS.values() for v in m.values())
+
+
+def _ray_container(group: dict) -> dict:
+    [container] = group["template"]["spec"]["containers"]
+    return container
+
+
+def test_the_ray_pods_are_valid_pods_and_the_schema_refuses_a_broken_rayservice():
+    for group in RAY_GROUPS:
+        template = group["template"]
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ray", **template["metadata"]},
+               "spec": template["spec"]}
+        kubernetes_validate.validate(pod, KUBERNETES_VERSION, strict=True)
+    schema = json.loads((SCHEMAS / CRD_SCHEMAS["ray.io/v1", "RayService"]).read_text())
+    for path, value in ((("spec", "rayClusterConfig", "workerGroupSpecs", 0, "minReplicas"), "one"),
+                        (("spec", "rayClusterConfig", "headGroupSpec", "rayStartParams", "num-cpus"), 0),
+                        (("spec", "serveConfig"), "typo"), (("spec", "serveConfigV2"), {"applications": []})):
+        broken = json.loads(json.dumps(RAY))
+        node = broken
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(broken, schema, cls=jsonschema.Draft7Validator)
+
+
+def test_the_serve_config_is_valid_for_ray_and_serves_the_repo_archives():
+    from ray.serve.schema import ServeDeploySchema
+
+    from rayserve import app
+
+    ServeDeploySchema.model_validate(SERVE)  # Ray's own schema for `serve deploy` / serveConfigV2
+    assert RAY_APP["import_path"] == "rayserve.app:build" and callable(app.build)
+    args = RAY_APP["args"]
+    assert set(args) <= app._ARGS
+    # The image's copies of config.properties and the archives (deploy/Dockerfile).
+    assert args["config"] == f"{IMAGE_HOME}/config.properties"
+    assert args["model_store"] == f"{IMAGE_HOME}/{BASE['model_store']}"
+    # Every override names a deployment that build() makes (Serve refuses the app otherwise):
+    # one per archive of load_models, named after its model, and the ingress `doors`.
+    names = {name for name, versions in MODELS.items()
+             for v in versions.values() if v["marName"] in ARCHIVES}
+    overridden = {d["name"] for d in RAY_APP["deployments"]}
+    assert overridden == names and len(names) == len(ARCHIVES)
+
+
+def test_the_ray_http_address_ports_and_timeouts_agree():
+    http = SERVE["http_options"]
+    assert http["host"] == "0.0.0.0" and SERVE["proxy_location"] == "EveryNode"
+    for group in RAY_GROUPS:
+        ports = {p["name"]: p["containerPort"] for p in _ray_container(group)["ports"]}
+        assert ports["serve"] == http["port"]  # KubeRay's serve Service targets this port
+        assert ports["metrics"] == int(group["rayStartParams"]["metrics-export-port"])
+    head_ports = {p["name"]: p["containerPort"] for p in _ray_container(RAY_CLUSTER["headGroupSpec"])["ports"]}
+    assert head_ports["dashboard"] == 8265 and RAY_CLUSTER["headGroupSpec"]["rayStartParams"]["dashboard-host"] == "0.0.0.0"
+    assert http["request_timeout_s"] > RESPONSE_TIMEOUT
+    assert RAY_WORKERS["template"]["spec"]["terminationGracePeriodSeconds"] > RESPONSE_TIMEOUT
+    assert RAY_CLUSTER["rayVersion"].startswith("2.60")
+
+
+def test_the_ray_ingress_reads_its_key_from_the_inference_token_secret():
+    directory, _, file = RAY_APP["args"]["key_file"].rpartition("/")
+    token_secret = CONTAINERS["auth-proxy"]["env"][0]["valueFrom"]["secretKeyRef"]["name"]
+    for group in RAY_GROUPS:  # the ingress may run on any node
+        spec = group["template"]["spec"]
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        mounts = {m["mountPath"]: m["name"] for m in _ray_container(group)["volumeMounts"]}
+        secret = volumes[mounts[directory]]["secret"]
+        assert secret["secretName"] == token_secret
+        assert {item["path"]: item["key"] for item in secret["items"]}[file] == "key_file.json"
+        assert spec["securityContext"]["runAsNonRoot"] is True
+
+
+def test_the_ray_ingress_follows_a_kubelet_rotation_of_the_mounted_key(tmp_path):
+    from rayserve.ingress import Keys
+
+    # kubelet's layout for a Secret volume: the file is a link into ..data, itself a link that
+    # is swapped atomically to a new timestamped folder when the Secret changes.
+    def publish(name: str, key: str) -> None:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "key_file.json").write_text(json.dumps({"inference": {"key": key}}))
+        os.symlink(name, tmp_path / "..data_tmp")
+        os.replace(tmp_path / "..data_tmp", tmp_path / "..data")
+
+    publish("..2026_01_01", "old-token")
+    os.symlink("..data/key_file.json", tmp_path / "key_file.json")
+    keys = Keys(str(tmp_path / "key_file.json"))
+    assert keys.accepts("old-token") and not keys.accepts("new-token") and not keys.accepts(None)
+    publish("..2026_02_01", "new-token-with-another-length")
+    assert keys.accepts("new-token-with-another-length") and not keys.accepts("old-token")
+
+
+def test_one_replica_of_every_model_fits_one_gpu_worker_and_none_runs_on_the_head():
+    options = [d["ray_actor_options"] for d in RAY_APP["deployments"]]
+    resources = _ray_container(RAY_WORKERS)["resources"]
+    assert sum(o["num_gpus"] for o in options) <= int(resources["limits"]["nvidia.com/gpu"])
+    assert sum(o["num_cpus"] for o in options) <= float(resources["limits"]["cpu"])
+    assert all(o["num_gpus"] > 0 for o in options)
+    assert RAY_CLUSTER["headGroupSpec"]["rayStartParams"]["num-cpus"] == "0"
+    assert RAY_WORKERS["minReplicas"] <= RAY_WORKERS["replicas"] <= RAY_WORKERS["maxReplicas"]
+    env = {e["name"]: e.get("value") for e in _ray_container(RAY_WORKERS).get("env", [])}
+    assert set(env["NVIDIA_DRIVER_CAPABILITIES"].split(",")) >= {"compute", "utility", "video"}
+
+
+def test_the_ray_network_policy_fences_ray_ports_to_the_cluster():
+    labels = RAY_CLUSTER["headGroupSpec"]["template"]["metadata"]["labels"]
+    for group in RAY_GROUPS:
+        assert group["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == labels["app.kubernetes.io/name"]
+    policy = DOCS["NetworkPolicy", "video-ray"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    opened = {}
+    for rule in policy["spec"]["ingress"]:
+        ports = tuple(sorted(p["port"] for p in rule.get("ports", [])))
+        if not ports:  # every port: only from this cluster's own pods
+            assert rule["from"] == [{"podSelector": policy["spec"]["podSelector"]}]
+        opened[ports] = rule.get("from")
+    assert set(opened) == {(), ("dashboard",), ("serve",), ("metrics",)}
+    assert opened[("serve",)] is None  # the ingress checks the token
+    assert opened[("metrics",)] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    assert opened[("dashboard",)] == [{"namespaceSelector": {}, "podSelector": {"matchLabels": {
+        "app.kubernetes.io/name": "kuberay-operator"}}}]
+    names = {p["name"] for group in RAY_GROUPS for p in _ray_container(group)["ports"]}
+    assert {"dashboard", "serve", "metrics"} <= names
+
+
+def test_the_ray_podmonitor_and_prometheus_rule_match_the_pods_and_alerts_ray_yml():
+    monitor = DOCS["PodMonitor", "video-ray"]
+    for group in RAY_GROUPS:
+        assert monitor["spec"]["selector"]["matchLabels"].items() <= group["template"]["metadata"]["labels"].items()
+    [endpoint] = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] == "metrics" and int(endpoint["interval"].rstrip("s")) <= 5
+    alerts = yaml.safe_load((ROOT / "monitoring" / "alerts_ray.yml").read_text())["groups"]
+    assert DOCS["PrometheusRule", "video-ray"]["spec"]["groups"] == alerts, "run monitoring/gen_alerts_ray.py"

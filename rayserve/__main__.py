@@ -1,0 +1,5 @@
+import sys
+
+from rayserve.cli import main
+
+sys.exit(main())

@@ -1,0 +1,170 @@
+"""`video-ray`: serves the archives of `config.properties` on Ray Serve, as `./serve.sh` serves them
+on TorchServe.
+
+    video-ray start [--config config.properties] [--models a,b] [--port 8000] [--address ADDR]
+    video-ray rotate-key        a new inference key in key_file.json; the old one is refused at once
+    video-ray stop
+
+`start` starts a one-node Ray cluster on 127.0.0.1 (or joins `--address`), writes `key_file.json`
+(TorchServe's shape, mode 0600) when it is missing, deploys `rayserve.app:build`, waits until every
+model answers and prints a working curl. Everything listens on 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from rayserve.archive import ArchiveError
+from rayserve.node import keep_loopback
+
+logger = logging.getLogger("rayserve")
+
+APP = "video"
+#: Ray's GCS port for a cluster `start` makes (outside 10002-19999, where Ray puts its workers).
+GCS_PORT = 6390
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    args = _parser().parse_args(argv)
+    keep_loopback()  # before Ray is imported: its configuration reads the environment once
+    try:
+        if args.command == "start":
+            return start(args)
+        if args.command == "rotate-key":
+            write_keys(Path(args.key_file), rotate=True)
+            print(f"video-ray: a new inference key is in {args.key_file}; the old one is refused from now")
+            return 0
+        return stop(args)
+    except ArchiveError as err:
+        print(f"video-ray: {err}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="video-ray", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    begin = commands.add_parser("start", help="start Ray (or join --address) and deploy the archives")
+    begin.add_argument("--config", default="config.properties", help="TorchServe's properties (default: %(default)s)")
+    begin.add_argument("--models", default="", help="model names, comma-separated (default: load_models)")
+    begin.add_argument("--model-store", help="overrides the properties' model_store")
+    begin.add_argument("--host", default="127.0.0.1", help="HTTP address (default: %(default)s)")
+    begin.add_argument("--port", type=int, default=8000, help="HTTP port (default: %(default)s)")
+    begin.add_argument("--metrics-port", type=int, default=8092, help="Prometheus port of the node Ray starts")
+    begin.add_argument("--address", help="join this Ray cluster instead of starting one")
+    begin.add_argument("--gcs-port", type=int, default=GCS_PORT, help="the port of the cluster start makes")
+    begin.add_argument("--replica-cpus", type=float, default=1.0, help="Ray CPUs per model replica")
+    begin.add_argument("--key-file", default="key_file.json", help="the keys (written when missing)")
+    begin.add_argument("--disable-token-auth", action="store_true", help="serve without keys (not recommended)")
+    begin.add_argument("--timeout", type=float, default=300, help="seconds to wait for every model")
+    rotate = commands.add_parser("rotate-key", help="write a new inference key")
+    rotate.add_argument("--key-file", default="key_file.json")
+    halt = commands.add_parser("stop", help="delete the application and stop the Ray node start made")
+    halt.add_argument("--address", help="the cluster to delete the application from (default: the local one)")
+    halt.add_argument("--gcs-port", type=int, default=GCS_PORT, help="the port of the cluster start made")
+    return parser
+
+
+def start(args: argparse.Namespace) -> int:
+    import ray
+    from ray import serve
+
+    from rayserve.app import build, plan
+
+    app_args: dict[str, Any] = {"config": args.config, "models": [m for m in args.models.split(",") if m],
+                                "key_file": None if args.disable_token_auth else args.key_file,
+                                "replica_cpus": args.replica_cpus}
+    if args.model_store:
+        app_args["model_store"] = args.model_store
+    planned = plan(app_args, warn=False)  # fails here, before Ray starts, on a bad archive or setting
+    if not args.disable_token_auth:
+        write_keys(Path(args.key_file), rotate=False)
+    address = args.address or _start_head(args, cpus=len(planned) * args.replica_cpus)
+    ray.init(address=address, _node_ip_address="127.0.0.1", logging_level=logging.WARNING)
+    serve.start(http_options={"host": args.host, "port": args.port})
+    serve.run(build(app_args), name=APP, route_prefix="/")  # returns once every replica is up
+    _wait_running(args.timeout)
+    _print_curl(args, [archive.name for archive, _ in planned])
+    return 0
+
+
+def stop(args: argparse.Namespace) -> int:
+    import ray
+    from ray import serve
+
+    try:
+        ray.init(address=args.address or f"127.0.0.1:{args.gcs_port}", _node_ip_address="127.0.0.1",
+                 logging_level=logging.WARNING)
+        serve.shutdown()  # type: ignore[no-untyped-call]
+        ray.shutdown()
+    except (ConnectionError, RuntimeError) as err:
+        print(f"video-ray: no Ray cluster to stop ({err})", file=sys.stderr)
+    if not args.address:  # the node `start` made: Ray stops the nodes `ray start` began on this machine
+        subprocess.run([sys.executable, "-m", "rayserve.node", "stop"], check=False, stdout=subprocess.DEVNULL)
+    return 0
+
+
+def write_keys(path: Path, rotate: bool) -> None:
+    """Writes TorchServe's `key_file.json` shape (mode 0600, atomically): new keys when the file is
+    missing, a new inference key when `rotate`. Ray keys do not expire."""
+    try:
+        keys = json.loads(path.read_text())
+        if not rotate:
+            return
+    except (OSError, ValueError):
+        keys = {kind: {"key": secrets.token_urlsafe(24)} for kind in ("management", "inference", "API")}
+    keys["inference"] = {"key": secrets.token_urlsafe(24)}
+    fd, tmp = tempfile.mkstemp(dir=path.resolve().parent, prefix=".key_file.")
+    with os.fdopen(fd, "w") as f:
+        json.dump(keys, f, indent=2)
+    os.replace(tmp, path)
+
+
+def _start_head(args: argparse.Namespace, cpus: float) -> str:
+    """A one-node cluster on 127.0.0.1 (or the one a previous `start` left there); returns its address."""
+    address = f"127.0.0.1:{args.gcs_port}"
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", args.gcs_port)) == 0:
+            logger.info("a Ray cluster is already running at %s: deploying there", address)
+            return address
+    logical = max(os.cpu_count() or 1, int(cpus + 0.999))
+    subprocess.run([sys.executable, "-m", "rayserve.node", "start", "--head", "--node-ip-address=127.0.0.1",
+                    f"--port={args.gcs_port}",
+                    "--include-dashboard=false", "--disable-usage-stats", f"--num-cpus={logical}",
+                    f"--metrics-export-port={args.metrics_port}"], check=True, stdout=subprocess.DEVNULL)
+    return address
+
+
+def _wait_running(timeout: float) -> None:
+    from ray import serve
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = serve.status().applications.get(APP)
+        if status is not None and status.status == "RUNNING":
+            return
+        if status is not None and status.status == "DEPLOY_FAILED":
+            raise ArchiveError(f"the deployment failed: {status.message}")
+        time.sleep(1)
+    raise ArchiveError(f"the models were not ready within {timeout:g} s: see `serve status` and the Ray logs")
+
+
+def _print_curl(args: argparse.Namespace, models: list[str]) -> None:
+    url = f"http://{args.host}:{args.port}"
+    auth = "" if args.disable_token_auth else (
+        f"-H \"Authorization: Bearer $(python3 -c 'import json; print(json.load(open(\"{args.key_file}\"))"
+        f"[\"inference\"][\"key\"])')\" \\\n       ")
+    print(f"Ray Serve is serving {', '.join(models)} on {url} (metrics: the node's --metrics-export-port)")
+    print(f"Try:\n  curl {auth}-T data/images/chelsea.png {url}/predictions/{models[0]}")
+    print("Stop it with: video-ray stop")

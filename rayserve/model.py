@@ -1,0 +1,100 @@
+"""One model's Ray Serve deployment: a replica loads the archive like a TorchServe worker, and
+`@serve.batch` hands it the requests TorchServe's batching would have (DESIGN section 14).
+
+The batch method never raises: `handler.engine.handle` answers every request with its own status
+(a bug becomes 500 `InternalError` for its own batch). Metrics are the handler's own `video_*`
+samples through `ray.serve.metrics` (exported as `ray_video_*`), with TorchServe's tag keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ray import serve
+from ray.serve import metrics
+
+from handler import engine
+from handler.metrics import BatchStats, Kind, Sample, samples
+from rayserve.archive import Archive
+from rayserve.wire import Answer
+
+logger = logging.getLogger(__name__)
+
+#: The longest `batch_wait_timeout_s` a tuning may ask for (TorchServe takes any; 10 s is absurd for video).
+MAX_DELAY_MS = 10_000
+
+
+class Model:
+    """A replica of one model: its archive unpacked, the core loaded on its device."""
+
+    def __init__(self, mar: str) -> None:
+        archive = Archive.read(Path(mar))
+        folder = archive.unpack()
+        gpus = _assigned_gpus()
+        self.name = archive.name
+        self.served = engine.load(folder, archive.manifest, archive.yaml_config,
+                                  engine.device_for(0 if gpus else None))
+        self.batch_size = 1
+        self._metrics: dict[str, metrics.Counter | metrics.Gauge] = {}
+
+    def reconfigure(self, user_config: Mapping[str, Any]) -> None:
+        """Batch size and delay from the deployment's `user_config` (at start, and live from
+        `video-autotune` or a redeploy: the replica keeps serving)."""
+        size = int(user_config.get("batch_size", 1))
+        delay_ms = float(user_config.get("max_batch_delay_ms", 100))
+        if size < 1 or not 0 <= delay_ms <= MAX_DELAY_MS:
+            raise ValueError(f"{self.name}: batch_size must be >= 1 and max_batch_delay_ms within "
+                             f"0..{MAX_DELAY_MS} (got {size}, {delay_ms})")
+        self.batch_size = size
+        batcher: Any = self.run_batch  # serve.batch's wrapper: its setters apply to the live queue
+        batcher.set_max_batch_size(size)
+        batcher.set_batch_wait_timeout_s(delay_ms / 1000)
+        logger.info("%s: batches of up to %d requests, %.0f ms delay", self.name, size, delay_ms)
+
+    async def __call__(self, item: Mapping[str, object], headers: Mapping[str, object]) -> Answer:
+        answer: Answer = await self.run_batch((item, headers))
+        return answer
+
+    @serve.batch(max_batch_size=1, batch_wait_timeout_s=0.0)
+    async def run_batch(self, requests: list[engine.Item]) -> list[Answer]:
+        # In a thread: the replica's event loop keeps taking requests (and health checks) meanwhile.
+        responses, stats = await asyncio.to_thread(engine.handle, self.served, requests, self.name)
+        self._emit(stats)
+        return [Answer(response.status, response.body) for response in responses]
+
+    def _emit(self, stats: BatchStats) -> None:
+        """Never fails a request: an emission error is logged and dropped."""
+        try:
+            for sample in samples(stats, self.batch_size):
+                tags = {"ModelName": self.name, "Level": "Model", **dict(sample.dimensions)}
+                metric = self._metric(sample)
+                if isinstance(metric, metrics.Gauge):
+                    metric.set(sample.value, tags=tags)
+                elif sample.value > 0:  # Ray's counters refuse 0
+                    metric.inc(sample.value, tags=tags)
+        except Exception:
+            logger.exception("emitting batch metrics failed; requests are unaffected")
+
+    def _metric(self, sample: Sample) -> metrics.Counter | metrics.Gauge:
+        found = self._metrics.get(sample.name)
+        if found is None:
+            keys: Any = ("ModelName", "Level", *(name for name, _ in sample.dimensions))  # Ray types it tuple[str]
+            kind = metrics.Counter if sample.kind is Kind.COUNTER else metrics.Gauge
+            found = self._metrics[sample.name] = kind(sample.name, description=f"{sample.name} (handler/metrics.yaml)",
+                                                      tag_keys=keys)
+        return found
+
+
+def _assigned_gpus() -> list[str]:
+    """The GPUs Ray gave this replica (it sets CUDA_VISIBLE_DEVICES: the first is `cuda:0`)."""
+    import ray
+
+    try:
+        return [str(g) for g in ray.get_gpu_ids()]
+    except Exception:  # outside a Ray worker (tests that build a replica by hand)
+        return [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
