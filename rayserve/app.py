@@ -13,7 +13,10 @@ Args: `config` (TorchServe's properties: `model_store`, `load_models`, `models=`
 `job_queue_size`, `max_request_size`), `models` (a subset of model names), `model_store` (overrides
 the properties'), `key_file` (`key_file.json`; null turns token authorization off),
 `replica_cpus` (Ray CPUs a model replica holds, default 1), `ingress_replicas` (default 1),
-`ingress_resources` (Ray resources that pin the ingress to nodes, e.g. the head's).
+`ingress_resources` (Ray resources that pin the ingress to nodes, e.g. the head's), `autoscaling`
+(Serve `autoscaling_config` keys, e.g. `upscale_delay_s`, for every model whose `minWorkers` and
+`maxWorkers` differ). Batch settings change live through the config's `deployments` overrides
+(`rayserve.deploy.tune`).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from rayserve.model import Model
 logger = logging.getLogger(__name__)
 
 _ARGS = frozenset({"config", "models", "model_store", "key_file", "replica_cpus", "ingress_replicas",
-                   "ingress_resources"})
+                   "ingress_resources", "autoscaling"})
 
 
 def plan(args: Mapping[str, Any], warn: bool = True) -> list[tuple[Archive, Settings]]:
@@ -62,6 +65,8 @@ def build(args: Mapping[str, Any]) -> Application:
     handles, routes = {}, {}
     for archive, settings in plan(args):
         options = settings.deployment_options(props.job_queue_size, cpus)
+        if "autoscaling_config" in options:
+            options["autoscaling_config"].update(args.get("autoscaling") or {})
         handles[archive.name] = _deployment(Model).options(name=archive.name, **options).bind(str(archive.path))
         routes[archive.name] = Route(archive.version, settings.response_timeout_s)
     ingress = _deployment(Doors).options(

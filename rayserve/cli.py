@@ -2,12 +2,14 @@
 on TorchServe.
 
     video-ray start [--config config.properties] [--models a,b] [--port 8000] [--address ADDR]
+    video-ray tune MODEL [--batch-size N] [--max-batch-delay MS]   live, no replica restarted
     video-ray rotate-key        a new inference key in key_file.json; the old one is refused at once
     video-ray stop
 
 `start` starts a one-node Ray cluster on 127.0.0.1 (or joins `--address`), writes `key_file.json`
-(TorchServe's shape, mode 0600) when it is missing, deploys `rayserve.app:build`, waits until every
-model answers and prints a working curl. Everything listens on 127.0.0.1 unless told otherwise.
+(TorchServe's shape, mode 0600) when it is missing, deploys `rayserve.app:build` from a Serve config
+(`rayserve.deploy`; the args stay in `video-ray.json` for `tune`), waits until every model answers
+and prints a working curl. Everything listens on 127.0.0.1 unless told otherwise.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,6 @@ from rayserve.node import keep_loopback
 
 logger = logging.getLogger("rayserve")
 
-APP = "video"
 #: Ray's GCS port for a cluster `start` makes (outside 10002-19999, where Ray puts its workers).
 GCS_PORT = 6390
 
@@ -42,12 +42,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "start":
             return start(args)
+        if args.command == "tune":
+            return tune(args)
         if args.command == "rotate-key":
             write_keys(Path(args.key_file), rotate=True)
             print(f"video-ray: a new inference key is in {args.key_file}; the old one is refused from now")
             return 0
         return stop(args)
-    except ArchiveError as err:
+    except (ArchiveError, FileNotFoundError) as err:
         print(f"video-ray: {err}", file=sys.stderr)
         return 2
 
@@ -68,6 +70,12 @@ def _parser() -> argparse.ArgumentParser:
     begin.add_argument("--key-file", default="key_file.json", help="the keys (written when missing)")
     begin.add_argument("--disable-token-auth", action="store_true", help="serve without keys (not recommended)")
     begin.add_argument("--timeout", type=float, default=300, help="seconds to wait for every model")
+    tuning = commands.add_parser("tune", help="new batch settings for a model's live replicas")
+    tuning.add_argument("model")
+    tuning.add_argument("--batch-size", type=int, help="requests per batch (max_batch_size)")
+    tuning.add_argument("--max-batch-delay", type=float, help="ms a batch waits to fill (batch_wait_timeout_s)")
+    tuning.add_argument("--address", help="the cluster (default: the one start made)")
+    tuning.add_argument("--gcs-port", type=int, default=GCS_PORT)
     rotate = commands.add_parser("rotate-key", help="write a new inference key")
     rotate.add_argument("--key-file", default="key_file.json")
     halt = commands.add_parser("stop", help="delete the application and stop the Ray node start made")
@@ -78,9 +86,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def start(args: argparse.Namespace) -> int:
     import ray
-    from ray import serve
 
-    from rayserve.app import build, plan
+    from rayserve import deploy
+    from rayserve.app import plan
 
     app_args: dict[str, Any] = {"config": args.config, "models": [m for m in args.models.split(",") if m],
                                 "key_file": None if args.disable_token_auth else args.key_file,
@@ -92,10 +100,38 @@ def start(args: argparse.Namespace) -> int:
         write_keys(Path(args.key_file), rotate=False)
     address = args.address or _start_head(args, cpus=len(planned) * args.replica_cpus)
     ray.init(address=address, _node_ip_address="127.0.0.1", logging_level=logging.WARNING)
-    serve.start(http_options={"host": args.host, "port": args.port})
-    serve.run(build(app_args), name=APP, route_prefix="/")  # returns once every replica is up
-    _wait_running(args.timeout)
+    # Paths absolute: Serve builds the application in its controller, not in this folder.
+    app_args = {**app_args, "config": str(Path(args.config).resolve())}
+    for key in ("key_file", "model_store"):
+        if app_args.get(key):
+            app_args[key] = str(Path(app_args[key]).resolve())
+    try:
+        deploy.deploy(app_args, http={"host": args.host, "port": args.port}, timeout_s=args.timeout)
+    except RuntimeError as err:
+        raise ArchiveError(str(err)) from None
+    deploy.save(app_args, {})
     _print_curl(args, [archive.name for archive, _ in planned])
+    return 0
+
+
+def tune(args: argparse.Namespace) -> int:
+    import ray
+
+    from rayserve import deploy
+
+    values = {key: value for key, value in (("batch_size", args.batch_size),
+                                            ("max_batch_delay_ms", args.max_batch_delay)) if value is not None}
+    if not values:
+        raise ArchiveError("give --batch-size, --max-batch-delay or both")
+    app_args, tuning = deploy.load()
+    ray.init(address=args.address or f"127.0.0.1:{args.gcs_port}", _node_ip_address="127.0.0.1",
+             logging_level=logging.WARNING)
+    try:
+        tuning = deploy.tune(app_args, tuning, args.model, values)
+    except RuntimeError as err:
+        raise ArchiveError(str(err)) from None
+    deploy.save(app_args, tuning)
+    print(f"video-ray: {args.model} now batches with {tuning[args.model]} on its live replicas")
     return 0
 
 
@@ -144,20 +180,6 @@ def _start_head(args: argparse.Namespace, cpus: float) -> str:
                     "--include-dashboard=false", "--disable-usage-stats", f"--num-cpus={logical}",
                     f"--metrics-export-port={args.metrics_port}"], check=True, stdout=subprocess.DEVNULL)
     return address
-
-
-def _wait_running(timeout: float) -> None:
-    from ray import serve
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status = serve.status().applications.get(APP)
-        if status is not None and status.status == "RUNNING":
-            return
-        if status is not None and status.status == "DEPLOY_FAILED":
-            raise ArchiveError(f"the deployment failed: {status.message}")
-        time.sleep(1)
-    raise ArchiveError(f"the models were not ready within {timeout:g} s: see `serve status` and the Ray logs")
 
 
 def _print_curl(args: argparse.Namespace, models: list[str]) -> None:

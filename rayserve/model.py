@@ -33,6 +33,7 @@ class Model:
     """A replica of one model: its archive unpacked, the core loaded on its device."""
 
     def __init__(self, mar: str) -> None:
+        _log_to_replica_file()
         archive = Archive.read(Path(mar))
         folder = archive.unpack()
         gpus = _assigned_gpus()
@@ -88,6 +89,19 @@ class Model:
             found = self._metrics[sample.name] = kind(sample.name, description=f"{sample.name} (handler/metrics.yaml)",
                                                       tag_keys=keys)
         return found
+
+
+def _log_to_replica_file() -> None:
+    """The handler's INFO lines (one per batch, as in TorchServe's model_log) go to this replica's
+    Serve log file (`logs/serve/replica_<app>_<model>_<id>.log`), beside Serve's own."""
+    serve_logger = logging.getLogger("ray.serve")
+    for name in ("handler", "rayserve"):
+        ours = logging.getLogger(name)
+        ours.setLevel(logging.INFO)
+        for handler in serve_logger.handlers:
+            if handler not in ours.handlers:
+                ours.addHandler(handler)
+        ours.propagate = False
 
 
 def _assigned_gpus() -> list[str]:

@@ -31,7 +31,7 @@ SHARED_PORT_OFFSET = 100
 
 
 @pytest.fixture(scope="session")
-def server(archives, tmp_path_factory):
+def torchserve_server(archives, tmp_path_factory):
     """The shipped config.properties and archives, started once for every module that needs no
     more (a start costs about 15 s). Its history is shared: a test counts from what it sees first
     (log lines, metrics), never from zero."""
@@ -39,6 +39,12 @@ def server(archives, tmp_path_factory):
                     port_offset=env_port_offset() + SHARED_PORT_OFFSET).start()
     yield ts
     ts.stop()
+
+
+@pytest.fixture(scope="session")
+def server(torchserve_server):
+    """The shared TorchServe (`torchserve_server`, by the name a module that overrides `server` uses)."""
+    return torchserve_server
 
 
 @pytest.fixture(scope="module")
@@ -68,3 +74,48 @@ def videos(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("scenes")
     return {"resized": scenes.make(tmp / "resized.ts", [(*SMALL, 90), (*LARGE, 210)]),
             "steady": scenes.make(tmp / "steady.ts", [(*SMALL, 300)])}
+
+
+#: Ray's HTTP port in the tests sits this far above `$VIDEO_TS_PORT_OFFSET` (TorchServe's are near 8080).
+RAY_HTTP_PORT = 8300
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory):
+    """A real Ray cluster of three nodes on loopback (tests/e2e/raycluster.py), started once."""
+    from tests.e2e.raycluster import RayCluster
+
+    cluster = RayCluster(tmp_path_factory.mktemp("ray"), port_offset=env_port_offset())
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_serve(ray_cluster, archives, tmp_path_factory):
+    """The shipped `frame_quality` and `face_detector` archives on the cluster, as `video-ray` serves
+    them, beside two archives of the same model whose YAML asks for two replicas
+    (`frame_quality_spread`) and for one to three (`frame_quality_auto`, batches of 4)."""
+    import zipfile
+
+    from tests.e2e.raycluster import RayServe
+
+    tmp = tmp_path_factory.mktemp("ray_serve")
+    store = tmp / "store"
+    store.mkdir()
+    for name in ("frame_quality", "face_detector"):
+        shutil.copy(archives / f"{name}.mar", store)
+    with zipfile.ZipFile(archives / "frame_quality.mar") as mar:
+        (tmp / "frame_quality.pt").write_bytes(mar.read("frame_quality.pt"))
+        shipped = yaml.safe_load(mar.read("frame_quality.yaml"))
+    for name, workers, batch in (("frame_quality_spread", (2, 2), 8), ("frame_quality_auto", (1, 3), 4)):
+        config = {**shipped, "minWorkers": workers[0], "maxWorkers": workers[1], "batchSize": batch,
+                  "maxBatchDelay": 20}
+        (tmp / f"{name}.yaml").write_text(yaml.safe_dump(config))
+        build_archives(store, name, str(tmp / "frame_quality.pt"), str(tmp / f"{name}.yaml"))
+    properties = tmp / "config.properties"
+    properties.write_text(f"model_store={store}\nload_models=all\njob_queue_size=100\n"
+                          "max_request_size=209715200\n")
+    args = {"config": str(properties), "replica_cpus": 0.25, "ingress_resources": {"head": 0.01},
+            "autoscaling": {"upscale_delay_s": 1, "downscale_delay_s": 4, "metrics_interval_s": 0.5,
+                            "look_back_period_s": 1}}
+    return RayServe(ray_cluster, tmp, args, port=RAY_HTTP_PORT + env_port_offset())

@@ -1,6 +1,8 @@
 """Every producer a TorchServe user already runs, against the shipped config (DESIGN section 4a):
 TorchServe's `curl -T` idiom, multipart from curl and requests, gRPC `Predictions` with stubs from
-the wheel's proto, and the Open Inference Protocol from the real `tritonclient.http`."""
+the wheel's proto, and the Open Inference Protocol from the real `tritonclient.http`. Every HTTP
+client runs against both engines (`server` is TorchServe, then Ray Serve on a three-node cluster:
+DESIGN section 14); gRPC is TorchServe's alone (docs/engines.md)."""
 
 import json
 import os
@@ -20,6 +22,7 @@ from tritonclient.utils import InferenceServerException
 
 from loadgen import grpc_stubs
 from tests import support
+from tests.e2e.server import TorchServe
 from tests.support import ROOT
 
 MODEL = "frame_quality"
@@ -27,6 +30,12 @@ PIXELS = support.frame(480, 640, 21)
 JPEG = support.jpeg(PIXELS)
 DECODED = support.decoded(JPEG)
 BAD = JPEG[: len(JPEG) // 3]
+
+
+@pytest.fixture(params=["torchserve", "ray"])
+def server(request, torchserve_server):
+    """Each engine in turn: the shared TorchServe, or the same archives on Ray Serve."""
+    return torchserve_server if request.param == "torchserve" else request.getfixturevalue("ray_serve")
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +114,8 @@ def test_same_name_parts_are_refused_not_half_served(server):
     assert answer.json()["type"] == "BadForm" and "own name" in answer.json()["message"]
 
 
-def test_grpc_predictions_with_options_as_input_keys(server):
+def test_grpc_predictions_with_options_as_input_keys(torchserve_server):
+    server = torchserve_server
     answer = _grpc(server, {"data": PIXELS.tobytes(), "frame_width": b"640", "frame_height": b"480",
                             "content_type": b"application/octet-stream", "stream_id": b"cam-g"})
     assert (answer["code"], answer["stream_id"]) == (200, "cam-g")
@@ -208,13 +218,15 @@ def _doors(server, folder):
         answer = _grpc(server, {"data": body})
         return answer["code"], answer
 
-    return {
+    doors = {
         "curl -T": curl_t,
         "no content type": lambda body: post(data=body),
         "multipart": lambda body: post(files={"data": body}),
-        "grpc": grpc_call,
         "oip": triton,
     }
+    if isinstance(server, TorchServe):  # Ray's gRPC proxy does not carry TorchServe's proto (docs/engines.md)
+        doors["grpc"] = grpc_call
+    return doors
 
 
 def test_a_corrupt_frame_on_each_door_fails_alone_while_batch_mates_on_other_doors_get_200(server, tmp_path):
@@ -246,7 +258,8 @@ def test_a_corrupt_frame_on_each_door_fails_alone_while_batch_mates_on_other_doo
         if max(server.batch_requests(MODEL)[before:]) > 1:
             break
     assert max(server.batch_requests(MODEL)[before:]) > 1, "no batch held two requests"
-    assert server.worker_status(MODEL) == ["READY"]
+    if isinstance(server, TorchServe):
+        assert server.worker_status(MODEL) == ["READY"]
 
 
 def _readme_snippets():
@@ -261,8 +274,16 @@ def test_the_readme_has_a_snippet_per_entry_point():
     assert [lang for lang, _ in _readme_snippets()] == ["bash", "bash", "python", "python", "python", "python"]
 
 
-@pytest.mark.parametrize("index", range(6))
-def test_each_readme_client_snippet_runs_as_written(server, index):
+def _cases():
+    """(engine, snippet index): every snippet on TorchServe, every HTTP one on Ray Serve too."""
+    snippets = _readme_snippets()
+    return [("torchserve", i) for i in range(len(snippets))] + [
+        ("ray", i) for i, (_, code) in enumerate(snippets) if "grpc" not in code]
+
+
+@pytest.mark.parametrize(("engine", "index"), _cases())
+def test_each_readme_client_snippet_runs_as_written(request, engine, index):
+    server = request.getfixturevalue("torchserve_server" if engine == "torchserve" else "ray_serve")
     lang, code = _readme_snippets()[index]
     if "face_detector" in code:  # the detector over OIP, on the README's own photograph
         (server.workdir / "data" / "images").mkdir(parents=True, exist_ok=True)
@@ -285,10 +306,12 @@ def test_each_readme_client_snippet_runs_as_written(server, index):
         support.assert_quality({k: v[0] for k, v in answer.items()}, DECODED)
 
 
-@pytest.mark.parametrize("protocol", ["http", "grpc", "oip"])
-def test_video_loadgen_drives_each_protocol_and_reports_it_the_same_way(server, protocol, tmp_path):
+@pytest.mark.parametrize(("engine", "protocol"), [("torchserve", "http"), ("torchserve", "grpc"), ("torchserve", "oip"),
+                                                  ("ray", "http"), ("ray", "oip")])
+def test_video_loadgen_drives_each_protocol_and_reports_it_the_same_way(request, engine, protocol, tmp_path):
     from loadgen import cli
 
+    server = request.getfixturevalue("torchserve_server" if engine == "torchserve" else "ray_serve")
     port = server.properties.get("grpc_inference_port", "7070")
     report = tmp_path / "report.json"
     code = cli.main(["--url", server.inference_url, "--protocol", protocol, "--grpc-address", f"127.0.0.1:{port}",

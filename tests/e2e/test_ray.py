@@ -1,0 +1,205 @@
+"""The same archives and doors on Ray Serve (DESIGN section 14), on a real three-node Ray cluster on
+this machine (tests/e2e/raycluster.py): byte-for-byte the answers TorchServe gives, the key, the
+replicas spread over the workers under `video-loadgen`, autoscaling on a burst, live batch settings,
+and a worker node killed under load."""
+
+import base64
+import json
+import re
+import threading
+import time
+
+import numpy as np
+import pytest
+import requests
+
+from loadgen import cli as loadgen
+from tests import support, videos
+
+MODEL = "frame_quality"
+PIXELS = support.frame(480, 640, 31)
+JPEG = support.jpeg(PIXELS)
+
+
+def _requests():
+    """(name, path, method, body, headers): one of each door and dialect the README lists."""
+    second = support.png(support.frame(240, 320, 32))
+    clip = support.npy(np.stack([PIXELS, support.frame(480, 640, 33)]))
+    oip = {"inputs": [{"name": "frames", "shape": [24, 32, 3], "datatype": "UINT8",
+                       "data": PIXELS[:24, :32].reshape(-1).tolist()}]}
+    segment = videos.segment("mpegts", frames=6)
+    pred = f"/predictions/{MODEL}"
+    return [
+        ("curl -T, no type", pred, "PUT", JPEG, {}),
+        ("png with ids", pred, "POST", second, {"Content-Type": "image/png", "X-Stream-Id": "cam-1",
+                                                "X-Frame-Id": "7"}),
+        ("versioned", f"{pred}/1.0", "POST", JPEG, {"Content-Type": "image/jpeg"}),
+        ("npy clip", pred, "POST", clip, {"Content-Type": "application/x-npy"}),
+        ("raw pixels", pred, "POST", PIXELS.tobytes(), {"Content-Type": "application/octet-stream",
+                                                         "X-Frame-Width": "640", "X-Frame-Height": "480"}),
+        ("json base64", pred, "POST", json.dumps({"data": base64.b64encode(JPEG).decode()}).encode(),
+         {"Content-Type": "application/json"}),
+        ("video segment", pred, "POST", segment, {"Content-Type": "video/mp2t", "X-Sample-Fps": "10"}),
+        ("corrupt", pred, "POST", JPEG[: len(JPEG) // 3], {"Content-Type": "image/jpeg"}),
+        ("empty", pred, "POST", b"", {"Content-Type": "image/jpeg"}),
+        ("stale", pred, "POST", JPEG, {"Content-Type": "image/jpeg", "X-Capture-Time": "1000"}),
+        ("bad header", pred, "POST", JPEG, {"Content-Type": "image/jpeg", "X-Capture-Time": "soon"}),
+        ("oip json", f"/v2/models/{MODEL}/infer", "POST", json.dumps(oip).encode(),
+         {"Content-Type": "application/json"}),
+        ("oip not a tensor", f"/v2/models/{MODEL}/infer", "POST", b'{"inputs": 3}',
+         {"Content-Type": "application/json"}),
+        ("face detector", "/predictions/face_detector", "PUT", (support.ROOT / "data/images/astronaut.png")
+         .read_bytes(), {}),
+    ]
+
+
+def _send(base, auth, name, path, method, body, headers):
+    answer = requests.request(method, base + path, data=body, headers={**auth, **headers}, timeout=120)
+    return answer.status_code, re.sub(rb"was \d+ ms old", b"was N ms old", answer.content)  # the clock moved
+
+
+@pytest.mark.parametrize("case", _requests(), ids=lambda case: case[0])
+def test_every_door_answers_byte_for_byte_what_torchserve_answers(server, ray_serve, case):
+    on_torchserve = _send(server.inference_url, server.auth(), *case)
+    on_ray = _send(ray_serve.inference_url, ray_serve.auth(), *case)
+    assert on_ray == on_torchserve
+
+
+def _form(base, auth):
+    second = support.png(support.frame(240, 320, 34))
+    answers = []
+    for files in ([("frame0", JPEG), ("frame1", ("b.png", second, "image/png"))], [("data", JPEG), ("data", second)]):
+        answer = requests.post(f"{base}/predictions/{MODEL}", headers=auth, files=files,
+                               data={"frame_id": "clip", "stream_id": "cam-f"}, timeout=120)
+        answers.append((answer.status_code, answer.content))
+    return answers
+
+
+def test_multipart_forms_answer_as_on_torchserve_a_lost_part_refused_alike(server, ray_serve):
+    on_ray = _form(ray_serve.inference_url, ray_serve.auth())
+    assert on_ray == _form(server.inference_url, server.auth())
+    assert [status for status, _ in on_ray] == [200, 400] and b"BadForm" in on_ray[1][1]
+
+
+def test_the_key_is_required_and_a_rotation_refuses_the_old_one_at_once(ray_serve):
+    from rayserve.cli import write_keys
+
+    url = f"{ray_serve.inference_url}/predictions/{MODEL}"
+    for headers in ({}, {"Authorization": "Bearer wrong"}):
+        answer = requests.put(url, data=JPEG, headers=headers, timeout=60)
+        assert (answer.status_code, answer.json()["type"]) == (400, "InvalidKeyException")
+    old = ray_serve.auth()
+    write_keys(ray_serve.workdir / "key_file.json", rotate=True)
+    assert requests.put(url, data=JPEG, headers=old, timeout=60).status_code == 400
+    assert requests.put(url, data=JPEG, headers=ray_serve.auth(), timeout=60).status_code == 200
+    ping = requests.get(f"{ray_serve.inference_url}/ping", headers=ray_serve.auth(), timeout=60)
+    assert (ping.status_code, ping.json()) == (200, {"status": "Healthy"})
+
+
+def test_routes_torchserve_has_not_and_requests_too_large(ray_serve):
+    auth = ray_serve.auth()
+    base = ray_serve.inference_url
+    meta = requests.get(f"{base}/v2/models/{MODEL}", headers=auth, timeout=60)
+    assert meta.status_code == 200 and meta.json()["versions"] == ["1.0"]
+    assert requests.get(f"{base}/v2/models/{MODEL}/ready", headers=auth, timeout=60).json()["ready"] is True
+    missing = requests.post(f"{base}/predictions/nope", data=JPEG, headers=auth, timeout=60)
+    assert (missing.status_code, missing.json()["type"]) == (404, "ModelNotFoundException")
+    version = requests.post(f"{base}/predictions/{MODEL}/9.9", data=JPEG, headers=auth, timeout=60)
+    assert (version.status_code, version.json()["type"]) == (404, "ModelVersionNotFoundException")
+    huge = requests.post(f"{base}/predictions/{MODEL}", data=b"\0" * 209_715_201, timeout=120,
+                         headers={**auth, "Content-Type": "application/octet-stream"})
+    assert (huge.status_code, huge.json()["type"]) == (413, "RequestEntityTooLarge")
+
+
+def _loadgen(ray_serve, tmp_path, model, *flags):
+    report = tmp_path / f"{model}.json"
+    status = loadgen.main(["--url", ray_serve.inference_url, "--model", model, "--token-file",
+                           str(ray_serve.workdir / "key_file.json"), "--resolution", "320x240", "--sla-ms", "60000",
+                           "--no-progress", "--report", str(report), *flags])
+    return status, json.loads(report.read_text())
+
+
+def _eventually(check, timeout_s, what):
+    deadline = time.monotonic() + timeout_s
+    while not (found := check()):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.5)
+    return found
+
+
+def test_load_is_answered_by_replicas_on_both_workers(ray_serve, tmp_path):
+    cluster = ray_serve.cluster
+    assert cluster.replicas("frame_quality_spread") == ["worker1", "worker2"]
+    status, report = _loadgen(ray_serve, tmp_path, "frame_quality_spread", "--streams", "8", "--fps", "6",
+                              "--duration", "6")
+    assert status == 0 and report["responses"] == {"200": 288}
+    # Each worker's metrics port shows the handler's frames and Ray's own request counter for its replica.
+    for node in ("worker1", "worker2"):
+        _eventually(lambda node=node: cluster.metric(node, "ray_video_frames_total",
+                                                     ModelName="frame_quality_spread") > 0, 40,
+                    f"no ray_video_frames_total on {node}")
+        assert cluster.metric(node, "ray_serve_deployment_request_counter_total",
+                              deployment="frame_quality_spread") > 0
+    assert cluster.metric("head", "ray_video_frames_total", ModelName="frame_quality_spread") == 0
+
+
+def test_a_burst_adds_replicas_and_calm_removes_them(ray_serve, tmp_path):
+    cluster = ray_serve.cluster
+    assert len(cluster.replicas("frame_quality_auto")) == 1
+    peak = []
+    watcher = threading.Thread(target=lambda: peak.append(_eventually(
+        lambda: len(cluster.replicas("frame_quality_auto")) > 1, 60, "the burst added no replica")))
+    watcher.start()
+    status, report = _loadgen(ray_serve, tmp_path, "frame_quality_auto", "--streams", "16", "--fps", "15",
+                              "--duration", "20", "--resolution", "1280x720")
+    watcher.join()
+    # Past what even three replicas on two cores take: each request still gets its own answer, a
+    # full queue 503 at once or a frame that waited past max_frame_age_ms 504, never a hang.
+    assert peak == [True] and report["responses"]["200"] > 0
+    assert set(report["responses"]) <= {"200", "503", "504"}, report["responses"]
+    _eventually(lambda: len(cluster.replicas("frame_quality_auto")) == 1, 90, "calm did not remove the replicas")
+
+
+def test_batch_settings_change_on_live_replicas_without_a_lost_request(ray_serve, tmp_path):
+    from ray import serve
+
+    sizes = []
+
+    def tune():
+        time.sleep(2)
+        for size in (2, 6):
+            serve.get_deployment_handle("frame_quality_spread", "video")  # the deployment is there
+            app = serve.status().applications["video"].deployments["frame_quality_spread"]
+            assert app.status == "HEALTHY"
+            ray_serve.reconfigure("frame_quality_spread", {"batch_size": size, "max_batch_delay_ms": 40})
+            sizes.append(size)
+            time.sleep(3)
+
+    tuner = threading.Thread(target=tune)
+    tuner.start()
+    status, report = _loadgen(ray_serve, tmp_path, "frame_quality_spread", "--streams", "8", "--fps", "8",
+                              "--duration", "10")
+    tuner.join()
+    assert sizes == [2, 6] and report["responses"] == {"200": 640} and status == 0, report["responses"]
+    batches = ray_serve.batch_requests("frame_quality_spread")
+    assert max(batches) <= 8 and 6 in batches
+
+
+def test_a_worker_killed_under_load_costs_only_its_own_requests(ray_serve, tmp_path):
+    """Last in this module: the cluster has one worker from here on."""
+    cluster = ray_serve.cluster
+    victim = threading.Timer(4, cluster.nodes["worker2"].kill)
+    victim.start()
+    started = time.monotonic()
+    status, report = _loadgen(ray_serve, tmp_path, "frame_quality_spread", "--streams", "8", "--fps", "8",
+                              "--duration", "12", "--timeout", "30")
+    victim.join()
+    took = time.monotonic() - started
+    responses = report["responses"]
+    assert sum(responses.values()) == 768 and took < 12 + 30, report  # every request answered, none hung
+    assert set(responses) <= {"200", "503"} and responses["200"] > 700, responses
+    _eventually(lambda: cluster.replicas("frame_quality_spread") == ["worker1", "worker1"], 120,
+                "Serve did not bring the replica back on the surviving worker")
+    answer = requests.put(f"{ray_serve.inference_url}/predictions/frame_quality_spread", data=JPEG,
+                          headers=ray_serve.auth(), timeout=60)
+    assert answer.status_code == 200
