@@ -1,0 +1,159 @@
+"""Ray Serve's glue without a cluster: TorchServe's settings mapped to Serve's, the warnings for the
+rest, the archives a properties file names, the items the ingress rebuilds from HTTP, the key."""
+
+import asyncio
+import json
+import os
+
+import pytest
+import yaml
+from starlette.requests import Request
+
+from rayserve import wire
+from rayserve.archive import Archive, ArchiveError, Properties, Settings
+from rayserve.ingress import Keys
+from rayserve.node import keep_loopback
+
+
+def test_settings_map_to_serve_options_one_to_one():
+    settings = Settings.of({"batchSize": 32, "maxBatchDelay": 50, "minWorkers": 2, "maxWorkers": 2,
+                            "responseTimeout": 90, "deviceType": "gpu"}, "x.mar")
+    options = settings.deployment_options(max_queued=100, num_cpus=0.5)
+    assert options == {"max_ongoing_requests": 64, "max_queued_requests": 100, "num_replicas": 2,
+                       "ray_actor_options": {"num_cpus": 0.5, "num_gpus": 1},
+                       "user_config": {"batch_size": 32, "max_batch_delay_ms": 50.0}}
+    assert settings.response_timeout_s == 90 and settings.warnings("m") == []
+
+
+def test_workers_that_differ_autoscale_and_defaults_are_torchserves():
+    options = Settings.of({"minWorkers": 1, "maxWorkers": 3, "batchSize": 4}, "x.mar").deployment_options(10, 1)
+    assert options["autoscaling_config"] == {"min_replicas": 1, "max_replicas": 3, "target_ongoing_requests": 4}
+    assert "num_replicas" not in options and options["max_ongoing_requests"] == 8
+    default = Settings.of({}, "x.mar")
+    assert (default.batch_size, default.max_batch_delay_ms, default.min_workers, default.response_timeout_s,
+            default.gpu) == (1, 100, 1, 120, False)
+    assert default.deployment_options(10, 1)["max_ongoing_requests"] == 5
+
+
+def test_every_setting_without_a_ray_meaning_is_named():
+    settings = Settings.of({"batchSize": 8, "sequenceBatching": True, "maxNumSequence": 4, "myKnob": 1}, "x.mar")
+    assert settings.warnings("cam") == [
+        "cam: sequenceBatching has no Ray Serve meaning and is ignored (TorchServe's stream lane (gRPC "
+        "StreamPredictions2); Ray batches requests only)",
+        "cam: maxNumSequence has no Ray Serve meaning and is ignored (sequence batching)",
+        "cam: myKnob has no Ray Serve meaning and is ignored (not a Ray Serve setting)"]
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"batchSize": "lots"}, "batchSize = 'lots' is not a number"),
+    ({"batchSize": 0}, "batchSize must be >= 1"),
+    ({"minWorkers": 3, "maxWorkers": 2}, "0 <= minWorkers <= maxWorkers"),
+])
+def test_bad_settings_fail_naming_the_key(entry, message):
+    with pytest.raises(ArchiveError, match=message):
+        Settings.of(entry, "x.mar")
+
+
+def _mar(folder, name, config):
+    import zipfile
+
+    path = folder / f"{name}.mar"
+    with zipfile.ZipFile(path, "w") as mar:
+        mar.writestr("MAR-INF/MANIFEST.json", json.dumps({"model": {
+            "modelName": name, "serializedFile": f"{name}.pt", "modelVersion": "2.0", "configFile": "c.yaml"}}))
+        mar.writestr("c.yaml", yaml.safe_dump(config))
+    return path
+
+
+def test_the_archives_yaml_wins_over_config_properties_and_load_models_picks(tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    _mar(store, "a", {"batchSize": 16, "handler": {"model_max_batch": 4}})
+    _mar(store, "b", {})
+    props = tmp_path / "config.properties"
+    props.write_text(f"model_store={store}\nload_models=a.mar\njob_queue_size=7\n"
+                     'models={"a": {"1.0": {"defaultVersion": true, "batchSize": 2, "maxBatchDelay": 9}}}\n')
+    read = Properties.read(props)
+    [archive] = read.archives()
+    assert (archive.name, archive.version, read.job_queue_size) == ("a", "2.0", 7)
+    settings = archive.settings(read.entries["a"])
+    assert (settings.batch_size, settings.max_batch_delay_ms) == (16, 9)  # YAML's batchSize, models=' delay
+    assert [a.name for a in read.archives(("b", "a"))] == ["b", "a"]
+    with pytest.raises(ArchiveError, match=r"no archive for c in .* \(it holds a, b\): run ./archive.sh"):
+        read.archives(("c",))
+    (store / "broken.mar").write_bytes(b"not a zip")
+    with pytest.raises(ArchiveError, match="broken.mar: not a model archive"):
+        Archive.read(store / "broken.mar")
+
+
+def _request(path, body, headers):
+    scope = {"type": "http", "method": "POST", "path": path, "raw_path": path.encode(), "query_string": b"",
+             "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]}
+    sent = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive():
+        return sent.pop(0) if sent else {"type": "http.disconnect"}
+
+    return Request(scope, receive)
+
+
+def _item(path, body, headers, predictions=True):
+    async def run():
+        request = _request(path, body, headers)
+        return await wire.item(request, await request.body(), predictions)
+
+    return asyncio.run(run())
+
+
+def test_a_body_arrives_as_torchserve_hands_it():
+    item, headers = _item("/predictions/m", b"\xff\xd8jpeg", {"Content-Type": "image/jpeg", "X-Frame-Id": "7"})
+    assert item == {"body": b"\xff\xd8jpeg"}
+    assert headers == {"body": {"content-type": "image/jpeg"}, "content-type": "image/jpeg", "x-frame-id": "7",
+                       "url_path": "/predictions/m"}
+    item, headers = _item("/v2/models/m/infer", b'{"inputs": []}', {"Content-Type": "application/json"},
+                          predictions=False)
+    assert item == {"body": {"inputs": []}} and "url_path" not in headers
+    item, _ = _item("/predictions/m", b"{broken", {"Content-Type": "application/json"})
+    assert item == {"body": b"{broken"}  # TorchServe forwards what does not parse
+
+
+def test_a_form_keeps_the_first_place_and_last_value_of_a_repeated_name():
+    boundary = "b0"
+    parts = [("data", "a.jpg", "image/jpeg", b"first"), ("stream_id", None, None, b"cam-2"),
+             ("data", "b.jpg", "image/png", b"second"), ("next", "c.jpg", "image/jpeg", b"third")]
+    body = b""
+    for name, filename, kind, value in parts:
+        disposition = f'form-data; name="{name}"' + (f'; filename="{filename}"' if filename else "")
+        body += f"--{boundary}\r\nContent-Disposition: {disposition}\r\n".encode()
+        body += (f"Content-Type: {kind}\r\n" if kind else "").encode() + b"\r\n" + value + b"\r\n"
+    body += f"--{boundary}--\r\n".encode()
+    item, headers = _item("/predictions/m", body, {"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert list(item.items()) == [("data", b"second"), ("stream_id", b"cam-2"), ("next", b"third")]
+    assert headers["data"] == {"content-type": "image/png"} and headers["stream_id"] == {"content-type": ""}
+
+
+def test_the_key_is_read_again_when_the_file_changes(tmp_path):
+    path = tmp_path / "key_file.json"
+    path.write_text(json.dumps({"inference": {"key": "one"}}))
+    keys = Keys(str(path))
+    assert keys.accepts("one") and not keys.accepts("two") and not keys.accepts(None)
+    path.write_text(json.dumps({"inference": {"key": "two-longer"}}))
+    os.utime(path, ns=(1, 1))  # a rewrite within the same clock tick still changes size or time
+    assert keys.accepts("two-longer") and not keys.accepts("one")
+    path.unlink()
+    assert not keys.accepts("two-longer")  # no file: every request refused, never let through
+    assert Keys(None).accepts(None)  # token authorization off by the operator
+    assert wire.bearer({"authorization": "Bearer  abc "}) == "abc" and wire.bearer({"authorization": "Basic x"}) is None
+
+
+def test_drivers_and_nodes_keep_a_loopback_address(monkeypatch):
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    from ray._private import services
+
+    original = services.resolve_ip_for_localhost
+    try:
+        keep_loopback()
+        assert services.resolve_ip_for_localhost("127.0.0.1") == "127.0.0.1"
+        assert os.environ["RAY_AUTH_MODE"] == "token"
+    finally:
+        services.resolve_ip_for_localhost = original
