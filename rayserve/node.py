@@ -6,7 +6,7 @@ could reach it), which would put every node's RPC ports on that interface. A clu
 all run on one machine (the tests, a one-node `video-ray start`) needs no outward port, so these
 nodes and the drivers that join them (`keep_loopback` before `ray.init`) keep the address they
 were given. Ray's own token authentication is on (`RAY_AUTH_MODE=token`, the token in
-`~/.ray/auth_token`, made by the first head).
+`~/.ray/auth_token`, made by the first head that finds none).
 """
 
 from __future__ import annotations
@@ -25,6 +25,11 @@ def keep_loopback() -> None:
 
 def main() -> None:
     keep_loopback()
+    if "--head" in sys.argv:
+        # `ray start --head` in token mode refuses to start without a token: make one the first time.
+        from ray._private.authentication.authentication_token_setup import ensure_token_if_auth_enabled
+
+        ensure_token_if_auth_enabled(create_token_if_missing=True)
     from ray.scripts.scripts import main as ray_main
 
     sys.argv[0] = "ray"

@@ -1,4 +1,5 @@
 import json
+import os
 import shutil
 
 import pytest
@@ -8,6 +9,10 @@ from tests import planted, scenes
 from tests.e2e.server import TorchServe, build_archives
 from tests.e2e.tracks import LARGE, MODEL, SMALL
 from tsutil.server import env_port_offset
+
+# Ray reads its authentication mode once, when first imported (the unit tests import it): the
+# tests' cluster runs with Ray's token authentication on, as `rayserve.node` starts it.
+os.environ.setdefault("RAY_AUTH_MODE", "token")
 
 
 def pytest_collection_modifyitems(items):
