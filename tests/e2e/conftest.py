@@ -85,9 +85,10 @@ def videos(tmp_path_factory):
 RAY_HTTP_PORT = 8300
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory):
-    """A real Ray cluster of three nodes on loopback (tests/e2e/raycluster.py), started once."""
+    """A real Ray cluster of three nodes on loopback (tests/e2e/raycluster.py), per module: gone
+    before the modules that start their own TorchServe, which it would crowd on 2 cores."""
     from tests.e2e.raycluster import RayCluster
 
     cluster = RayCluster(tmp_path_factory.mktemp("ray"), port_offset=env_port_offset())
@@ -95,7 +96,7 @@ def ray_cluster(tmp_path_factory):
     cluster.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_serve(ray_cluster, archives, tmp_path_factory):
     """The shipped `frame_quality` and `face_detector` archives on the cluster, as `video-ray` serves
     them, beside two archives of the same model whose YAML asks for two replicas

@@ -85,7 +85,8 @@ class RayCluster:
         import ray
 
         if not ray.is_initialized():
-            ray.init(address=self.address, _node_ip_address="127.0.0.1", logging_level="WARNING")
+            ray.init(address=self.address, _node_ip_address="127.0.0.1", logging_level="WARNING",
+                     log_to_driver=False)  # the replicas' logs stay in the session's files
 
     def alive_nodes(self) -> dict[str, str]:
         """Node id -> our node name, of the nodes alive now."""

@@ -44,7 +44,7 @@ def _command(text: str) -> list[str]:
 def checkout(tmp_path_factory) -> Path:
     copy = tmp_path_factory.mktemp("quickstart") / "repo"
     shutil.copytree(support.ROOT, copy, symlinks=True, ignore=shutil.ignore_patterns(
-        ".venv", ".git", "model_store", "logs", "key_file.json", "__pycache__", ".pytest_cache",
+        ".venv", ".venv-*", ".git", "model_store", "logs", "key_file.json", "__pycache__", ".pytest_cache",
         ".hypothesis", "*.egg-info", "build", "demo.ts"))  # serve.sh makes data/demo.ts, as on a fresh clone
     # copytree keeps mtimes, so setup.sh finds this venv up to date with pyproject.toml.
     (copy / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)

@@ -197,7 +197,9 @@ def test_a_worker_killed_under_load_costs_only_its_own_requests(ray_serve, tmp_p
     took = time.monotonic() - started
     responses = report["responses"]
     assert sum(responses.values()) == 768 and took < 12 + 30, report  # every request answered, none hung
-    assert set(responses) <= {"200", "503"} and responses["200"] > 700, responses
+    # 503 ReplicaUnavailable for what the dead replica held, 504 StaleFrame for frames that waited past
+    # max_frame_age_ms while the survivor caught up: each its own answer, never a hang.
+    assert set(responses) <= {"200", "503", "504"} and responses["200"] > 600, responses
     _eventually(lambda: cluster.replicas("frame_quality_spread") == ["worker1", "worker1"], 120,
                 "Serve did not bring the replica back on the surviving worker")
     answer = requests.put(f"{ray_serve.inference_url}/predictions/frame_quality_spread", data=JPEG,
