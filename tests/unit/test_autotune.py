@@ -77,7 +77,7 @@ def test_the_recommendation_meets_the_target_with_the_most_headroom(grid, sla):
         assert best is None
         return
     assert best.meets and best.cell in meeting
-    assert best.cell.p99_ms == min(c.p99_ms for c in meeting)
+    assert best.cell.p99_ms == pytest.approx(min(c.p99_ms for c in meeting), rel=1e-12)  # ties to the last ulp: either
 
 
 def test_capacity_headroom_counts_when_a_fit_is_given():
