@@ -100,10 +100,17 @@ class Doors:
             return self._metadata(*found.groups())
         return wire.not_found()
 
-    async def _infer(self, request: Request, model: str, version: str | None, predictions: bool) -> Answer:
+    def _route(self, model: str, version: str | None) -> Route | Answer:
+        """The model's route, or TorchServe's 404 for an unknown model or version."""
         route = self.routes.get(model)
         if route is None or (version is not None and version != route.version):
             return wire.model_not_found(model, version if route else None)
+        return route
+
+    async def _infer(self, request: Request, model: str, version: str | None, predictions: bool) -> Answer:
+        route = self._route(model, version)
+        if isinstance(route, Answer):
+            return route
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_request_size:
             return wire.too_large(int(declared), self.max_request_size)
@@ -132,9 +139,9 @@ class Doors:
         return answer
 
     def _metadata(self, model: str, version: str | None, ready: str | None) -> Answer:
-        route = self.routes.get(model)
-        if route is None or (version is not None and version != route.version):
-            return wire.model_not_found(model, version if route else None)
+        route = self._route(model, version)
+        if isinstance(route, Answer):
+            return route
         if ready:
             return Answer(200, json.dumps({"name": model, "ready": True}))
         return Answer(200, json.dumps({
