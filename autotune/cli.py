@@ -3,10 +3,12 @@
   sweep   measure a grid of settings with video-loadgen at a target rate, fit the batch latency
           model, recommend the setting that meets --fps within --sla-ms with the most headroom
   watch   the sidecar: follow the traffic on the metrics port and switch the batch size (a new
-          model version, made default, the old one drained and unregistered)
+          model version, made default, the old one drained and unregistered; with --engine ray,
+          the live replicas' batch settings, in place)
 
-Both need the model API on for that deployment (enable_model_api=true; see docs/autotune.md) and
-write archives into its model store. sweep exits 0 when a setting met the target, 1 otherwise.
+On TorchServe both need the model API on for that deployment (enable_model_api=true; see
+docs/autotune.md) and write archives into its model store. `watch --engine ray` runs in the folder
+`video-ray start` ran in (its video-ray.json). sweep exits 0 when a setting met the target, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import sys
 import threading
 from pathlib import Path
 
+from autotune import engines
 from autotune import sweep as sweeping
 from autotune.fit import LatencyFit
 from autotune.management import ManagementError
@@ -41,7 +44,8 @@ def _ints(text: str) -> list[int]:
 def _deployment_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", default="http://127.0.0.1:8080", help="inference address (default %(default)s)")
     p.add_argument("--management-url", default="http://127.0.0.1:8081", help="(default %(default)s)")
-    p.add_argument("--metrics-url", default="http://127.0.0.1:8082", help="(default %(default)s)")
+    p.add_argument("--metrics-url", help="the metrics port (default http://127.0.0.1:8082; with --engine ray, "
+                   "http://127.0.0.1:8092, comma-separated for a cluster's nodes)")
     p.add_argument("--key-file", type=Path, default=Path("key_file.json"),
                    help="TorchServe's key_file.json, re-read for every call (default %(default)s)")
     p.add_argument("--no-auth", action="store_true", help="token authorization is off")
@@ -79,6 +83,11 @@ def parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("watch", help="the sidecar: follow the traffic with the batch size")
     _deployment_args(w)
+    w.add_argument("--engine", choices=("torchserve", "ray"), default="torchserve",
+                   help="what serves the model (default %(default)s): ray = `video-ray start`'s application")
+    w.add_argument("--ray-address", default="127.0.0.1:6390", help="the Ray cluster (default %(default)s)")
+    w.add_argument("--ray-state", type=Path, default=Path("video-ray.json"),
+                   help="the args and tuning `video-ray start` left (default %(default)s)")
     w.add_argument("--interval", type=float, default=5.0, help="seconds between scrapes (default %(default)s)")
     w.add_argument("--hold", type=float, default=30.0,
                    help="seconds a new batch size must be wanted before it is applied (default %(default)s)")
@@ -99,8 +108,23 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _deployment(args: argparse.Namespace) -> sweeping.Deployment:
-    return sweeping.Deployment(args.url, args.management_url, args.metrics_url,
+    return sweeping.Deployment(args.url, args.management_url, args.metrics_url or "http://127.0.0.1:8082",
                                None if args.no_auth else args.key_file, args.model_store, args.model, args.workers)
+
+
+def _engine(args: argparse.Namespace) -> engines.Engine:
+    if args.engine == "torchserve":
+        return engines.TorchServe(_deployment(args))
+    from rayserve import deploy
+    from rayserve.node import keep_loopback
+
+    app_args, tuning = deploy.load(args.ray_state)
+    keep_loopback()  # before Ray is imported
+    import ray
+
+    ray.init(address=args.ray_address, _node_ip_address="127.0.0.1", logging_level=logging.WARNING)
+    urls = (args.metrics_url or "http://127.0.0.1:8092").split(",")
+    return engines.RayServe(args.model, urls, app_args, tuning, state=args.ray_state)
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -141,7 +165,7 @@ def _watch(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     if args.duration:
         threading.Timer(args.duration, stop.set).start()
-    applied = watch(_deployment(args), policy, stop,
+    applied = watch(_engine(args), policy, stop,
                     on_switch=lambda old, new: print(f"switched: {old} -> {new}", flush=True))
     print(f"{len(applied)} switch(es)")
     return 0
@@ -154,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return _sweep(args) if args.command == "sweep" else _watch(args)
-    except (ValueError, ManagementError) as exc:
+    except (ValueError, ManagementError, FileNotFoundError) as exc:
         p.error(str(exc))
     return 2
 

@@ -44,6 +44,33 @@ def snapshot(text: str, model: str, t: float) -> Snapshot:
                     values.get("ts_queue_latency_microseconds", 0.0))
 
 
+#: Ray Serve's names (`video-ray`) for the series `snapshot` reads: the handler's own, prefixed
+#: `ray_`, and Serve's router counters for requests and their wait (by `deployment`, the model).
+_RAY_SUMS = {"ray_video_frames_total": "video_frames_total", "ray_video_batches_total": "video_batches_total",
+             "ray_serve_num_router_requests_total": "ts_inference_requests_total"}
+_RAY_GAUGES = {"ray_video_batch_size": "video_batch_size", "ray_video_batch_fill_ratio": "video_batch_fill_ratio"}
+_RAY_WAIT = "ray_serve_request_router_fulfillment_time_ms_sum"
+
+
+def ray_snapshot(text: str, model: str, t: float) -> Snapshot:
+    """`snapshot` for Ray Serve's metrics ports (one scrape of each node, concatenated): requests
+    are the ones its routers took, their queue wait the time until a replica took them."""
+    values: dict[str, float] = {}
+    for sample in samples(text):
+        name, value = sample.name, sample.value
+        if (sample.model() or sample.labels.get("deployment")) != model:
+            continue
+        if name in _RAY_SUMS:
+            values[_RAY_SUMS[name]] = values.get(_RAY_SUMS[name], 0.0) + value
+        elif name in _RAY_GAUGES:
+            values[_RAY_GAUGES[name]] = value
+        elif name == _RAY_WAIT:
+            values["wait_us"] = values.get("wait_us", 0.0) + value * 1000.0
+    return Snapshot(t, values.get("video_frames_total", 0.0), values.get("video_batches_total", 0.0),
+                    values.get("video_batch_size"), values.get("video_batch_fill_ratio"), None,
+                    values.get("ts_inference_requests_total", 0.0), values.get("wait_us", 0.0))
+
+
 def batch_samples(snapshots: list[Snapshot]) -> list[tuple[float, float]]:
     """(frames, ms) of single batches, read from consecutive scrapes.
 

@@ -12,13 +12,12 @@ from pathlib import Path
 
 import requests
 
+from autotune.engines import Engine
 from autotune.fit import LatencyFit
-from autotune.management import Management, ManagementError
+from autotune.management import ManagementError
 from autotune.policy import LADDER, Hysteresis, batch_for
 from autotune.prom import Traffic, traffic
-from autotune.scrape import scrape
-from autotune.sweep import Deployment
-from autotune.switch import Setting, apply, setting_of
+from autotune.switch import Setting
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +36,8 @@ class Policy:
         fit: the batch latency model (from a sweep); None: size batches by the frames that
             arrive within one delay.
         queue_high_ms: mean queue wait above which the next larger rung is wanted whatever the rate.
-        drain_s: how long the old version's queue must stay empty before it is unregistered.
+        drain_s: how long the old version's queue must stay empty before it is unregistered
+            (TorchServe's; Ray's replicas change in place).
     """
 
     interval_s: float = 5.0
@@ -69,26 +69,25 @@ def desired_batch(seen: Traffic, current: Setting, policy: Policy) -> int:
     return want
 
 
-def watch(deployment: Deployment, policy: Policy, stop: threading.Event,
+def watch(engine: Engine, policy: Policy, stop: threading.Event,
           on_switch: Callable[[Setting, Setting], None] | None = None) -> list[Setting]:
     """Follows the traffic until `stop` is set; returns the settings applied, in order.
 
-    Errors talking to TorchServe are logged and retried next interval: the sidecar outlives
-    restarts and key rotations (the key file is re-read for every call).
+    Errors talking to the engine are logged and retried next interval: the sidecar outlives
+    restarts and key rotations (TorchServe's key file is re-read for every call).
     """
-    management = Management(deployment.management_url, deployment.key_file)
     hysteresis = Hysteresis(policy.hold_s, policy.cooldown_s)
     applied: list[Setting] = []
     previous = None
     while not stop.is_set():
         try:
-            now = scrape(deployment.metrics_url, deployment.model)
+            now = engine.scrape()
             if previous is None:
                 previous = now
                 stop.wait(policy.interval_s)
                 continue
             seen, previous = traffic(previous, now), now
-            current = setting_of(management.default(deployment.model))
+            current = engine.current()
             want = desired_batch(seen, current, policy)
             logger.info("%.1f frames/s (%.1f req/s), batch %.2f, fill %s, queue %.1f ms: want %d, serving %s",
                         seen.frame_rate, seen.request_rate, seen.mean_batch, seen.fill, seen.queue_ms, want, current)
@@ -96,9 +95,8 @@ def watch(deployment: Deployment, policy: Policy, stop: threading.Event,
             if target is not None:
                 delay = current.max_batch_delay_ms if policy.max_batch_delay_ms is None else policy.max_batch_delay_ms
                 new = Setting(target, delay)
-                logger.info("switching %s: %s -> %s", deployment.model, current, new)
-                apply(management, deployment.inference_url, deployment.model, deployment.model_store, new,
-                      policy.drain_s, deployment.workers)
+                logger.info("switching %s: %s -> %s", engine.model, current, new)
+                engine.apply(new, policy.drain_s)
                 hysteresis.switched(time.monotonic())
                 applied.append(new)
                 previous = None  # the switch's own window is not traffic

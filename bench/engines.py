@@ -372,6 +372,20 @@ def cpu_delta(before: dict[int, float], after: dict[int, float]) -> float:
     return sum(max(0.0, value - before.get(pid, 0.0)) for pid, value in after.items())
 
 
+def cpu_split(before: dict[int, float], after: dict[int, float], top: int = 5) -> dict[str, float]:
+    """`cpu_delta` by process (the `top` largest): where an engine's CPU goes, e.g. Ray's proxy,
+    ingress and model replica, or TorchServe's frontend and worker."""
+    import psutil
+
+    spent: dict[str, float] = {}
+    for pid, value in after.items():
+        with contextlib.suppress(psutil.Error, IndexError):
+            line = psutil.Process(pid).cmdline()
+            name = line[0] if line[0].startswith("ray::") else Path(line[1 if "python" in line[0] else 0]).name
+            spent[name] = spent.get(name, 0.0) + max(0.0, value - before.get(pid, 0.0))
+    return dict(sorted(spent.items(), key=lambda kv: -kv[1])[:top])
+
+
 # ---------------------------------------------------------------------------------------------
 # The servers.
 
@@ -726,6 +740,7 @@ def measure(server: Server, model: str, settings: Settings, bodies: Callable[[in
         window = summarize(records, settings.seconds, cpu_delta(before, after) if after else None, cores, dropped)
         progress(f"    {name:<8} offered {window.offered_fps:6.1f}  served {window.frames_per_s:6.1f} frames/s  "
                  f"p99 {_num(window.p99_ms, 0)} ms  CPU {_num(window.cpu_ms_per_frame)} ms/frame  {window.statuses}")
+        progress("      CPU s by process: " + ", ".join(f"{k} {v:.1f}" for k, v in cpu_split(before, after).items()))
         windows.append(window)
     return windows[0], windows[1]
 

@@ -2,6 +2,7 @@
 on TorchServe.
 
     video-ray start [--config config.properties] [--models a,b] [--port 8000] [--address ADDR]
+                    [--replica-cpus 1] [--ingress-replicas 1]
     video-ray tune MODEL [--batch-size N] [--max-batch-delay MS]   live, no replica restarted
     video-ray rotate-key        a new inference key in key_file.json; the old one is refused at once
     video-ray stop
@@ -67,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     begin.add_argument("--address", help="join this Ray cluster instead of starting one")
     begin.add_argument("--gcs-port", type=int, default=GCS_PORT, help="the port of the cluster start makes")
     begin.add_argument("--replica-cpus", type=float, default=1.0, help="Ray CPUs per model replica")
+    begin.add_argument("--ingress-replicas", type=int, default=1, help="replicas of the ingress (default: 1)")
     begin.add_argument("--key-file", default="key_file.json", help="the keys (written when missing)")
     begin.add_argument("--disable-token-auth", action="store_true", help="serve without keys (not recommended)")
     begin.add_argument("--timeout", type=float, default=300, help="seconds to wait for every model")
@@ -92,7 +94,7 @@ def start(args: argparse.Namespace) -> int:
 
     app_args: dict[str, Any] = {"config": args.config, "models": [m for m in args.models.split(",") if m],
                                 "key_file": None if args.disable_token_auth else args.key_file,
-                                "replica_cpus": args.replica_cpus}
+                                "replica_cpus": args.replica_cpus, "ingress_replicas": args.ingress_replicas}
     if args.model_store:
         app_args["model_store"] = args.model_store
     planned = plan(app_args, warn=False)  # fails here, before Ray starts, on a bad archive or setting

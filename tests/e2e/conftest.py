@@ -52,9 +52,9 @@ def server(torchserve_server):
     return torchserve_server
 
 
-@pytest.fixture(scope="module")
-def detector(tmp_path_factory):
-    """TorchServe serving the planted detector (tests/planted.py) as `planted_tracks`, with its labels."""
+@pytest.fixture(scope="session")
+def planted_store(tmp_path_factory):
+    """The planted detector (tests/planted.py) packed by archive.sh as `planted_tracks`, with its labels."""
     tmp = tmp_path_factory.mktemp("tracks_model")
     planted.script(planted.Yolo()).save(str(tmp / f"{MODEL}.pt"))
     # ByteTrack's second association uses the low-score boxes: answer them (docs/ingest.md).
@@ -65,9 +65,15 @@ def detector(tmp_path_factory):
                                                        "handler": handler}))
     (tmp / "index_to_name.json").write_text(json.dumps({"0": "red", "1": "green", "2": "blue"}))
     build_archives(tmp / "store", MODEL, str(tmp / f"{MODEL}.pt"), str(tmp / f"{MODEL}.yaml"))
+    return tmp / "store"
+
+
+@pytest.fixture(scope="module")
+def detector(planted_store, tmp_path_factory):
+    """TorchServe serving the planted detector (`planted_store`) as `planted_tracks`."""
     models = {MODEL: {"1.0": {"defaultVersion": True, "marName": f"{MODEL}.mar", "minWorkers": 1, "maxWorkers": 1,
                               "batchSize": 8, "maxBatchDelay": 20, "responseTimeout": 120}}}
-    ts = TorchServe(tmp_path_factory.mktemp("tracks_ts"), tmp / "store",
+    ts = TorchServe(tmp_path_factory.mktemp("tracks_ts"), planted_store,
                     overlays=[f"load_models={MODEL}.mar\nmodels={json.dumps(models)}\n"]).start()
     yield ts
     ts.stop()
@@ -97,10 +103,11 @@ def ray_cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def ray_serve(ray_cluster, archives, tmp_path_factory):
+def ray_serve(ray_cluster, archives, planted_store, tmp_path_factory):
     """The shipped `frame_quality` and `face_detector` archives on the cluster, as `video-ray` serves
     them, beside two archives of the same model whose YAML asks for two replicas
-    (`frame_quality_spread`) and for one to three (`frame_quality_auto`, batches of 4)."""
+    (`frame_quality_spread`) and for one to three (`frame_quality_auto`, batches of 4), and the
+    planted detector of the tracking tests (`planted_tracks`)."""
     import zipfile
 
     from tests.e2e.raycluster import RayServe
@@ -110,6 +117,7 @@ def ray_serve(ray_cluster, archives, tmp_path_factory):
     store.mkdir()
     for name in ("frame_quality", "face_detector"):
         shutil.copy(archives / f"{name}.mar", store)
+    shutil.copy(planted_store / f"{MODEL}.mar", store)
     with zipfile.ZipFile(archives / "frame_quality.mar") as mar:
         (tmp / "frame_quality.pt").write_bytes(mar.read("frame_quality.pt"))
         shipped = yaml.safe_load(mar.read("frame_quality.yaml"))

@@ -33,8 +33,10 @@ class Node:
     def __init__(self, name: str, args: list[str], log: Path) -> None:
         self.name, self.log = name, log
         with open(log, "wb") as out:
+            # Metrics every second (Ray's default is 10 s): the autotune watcher reads rates a second apart.
+            env = {**os.environ, "RAY_metrics_report_interval_ms": "1000"}
             self.process = subprocess.Popen([sys.executable, "-m", "rayserve.node", "start", "--block", *args],
-                                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
 
     def kill(self) -> None:
         """SIGKILL to the node's raylet and every worker of it, as a machine that lost power."""

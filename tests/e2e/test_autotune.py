@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from autotune import cli
+from autotune import cli, engines
 from autotune.fit import LatencyFit
 from autotune.management import Management
 from autotune.sweep import Deployment
@@ -75,7 +75,7 @@ def test_watch_switches_batch_size_under_load_without_a_failed_request(tuned):
     stop = threading.Event()
     applied, switches, runs, chunks = [], [], [], []
     watcher = threading.Thread(target=lambda: applied.extend(watch(
-        _deployment(tuned), policy, stop, lambda old, new: switches.append(new.batch_size))))
+        engines.TorchServe(_deployment(tuned)), policy, stop, lambda old, new: switches.append(new.batch_size))))
     target = Target(tuned.inference_url, MODEL, tuned.key("inference"))
 
     def send(fps: float) -> None:

@@ -1,7 +1,7 @@
 """The same archives and doors on Ray Serve (DESIGN section 14), on a real three-node Ray cluster on
 this machine (tests/e2e/raycluster.py): byte-for-byte the answers TorchServe gives, the key, the
 replicas spread over the workers under `video-loadgen`, autoscaling on a burst, live batch settings,
-and a worker node killed under load."""
+`video-ingest`'s tracks and counts, and a worker node killed under load."""
 
 import base64
 import json
@@ -14,7 +14,11 @@ import pytest
 import requests
 
 from loadgen import cli as loadgen
-from tests import support, videos
+from tests import support
+from tests import videos as segments
+from tests.e2e.ingest_cli import Ingest
+from tests.e2e.tracks import MODEL as PLANTED
+from tests.e2e.tracks import STEADY_FILE_TALLY, camera, tally, track_ids, write
 
 MODEL = "frame_quality"
 PIXELS = support.frame(480, 640, 31)
@@ -27,7 +31,7 @@ def _requests():
     clip = support.npy(np.stack([PIXELS, support.frame(480, 640, 33)]))
     oip = {"inputs": [{"name": "frames", "shape": [24, 32, 3], "datatype": "UINT8",
                        "data": PIXELS[:24, :32].reshape(-1).tolist()}]}
-    segment = videos.segment("mpegts", frames=6)
+    segment = segments.segment("mpegts", frames=6)
     pred = f"/predictions/{MODEL}"
     return [
         ("curl -T, no type", pred, "PUT", JPEG, {}),
@@ -183,6 +187,74 @@ def test_batch_settings_change_on_live_replicas_without_a_lost_request(ray_serve
     assert sizes == [2, 6] and report["responses"] == {"200": 640} and status == 0, report["responses"]
     batches = ray_serve.batch_requests("frame_quality_spread")
     assert max(batches) <= 8 and 6 in batches
+
+
+def test_autotune_watch_follows_the_rate_with_the_live_replicas_batch_size(ray_serve):
+    """`video-autotune watch --engine ray`'s loop on the spread model: the rate read from every
+    node's metrics port, the batch size changed on the live replicas. As on TorchServe
+    (tests/e2e/test_autotune.py), a latency model (2 ms/frame + 140 ms) and no queue rule:
+    2 fps -> batch 1, 8 fps -> batch 4, 2 fps -> 1; each phase lasts until its switch."""
+    from autotune import engines
+    from autotune.fit import LatencyFit
+    from autotune.watch import Policy, watch
+    from loadgen.frames import IMAGES, Format, FrameSource
+    from loadgen.metrics import calculate_metrics
+    from loadgen.runner import Target, run
+    from loadgen.schedule import Plan, Resolution
+
+    model, chunk_s = "frame_quality_spread", 4.0
+    before = {"batch_size": 8, "max_batch_delay_ms": 20, **ray_serve.tuning.get(model, {})}
+    urls = [f"http://127.0.0.1:{port}" for port in ray_serve.cluster.metrics_ports.values()]
+    engine = engines.RayServe(model, urls, ray_serve.args, ray_serve.tuning)
+    policy = Policy(interval_s=1.0, hold_s=2.0, cooldown_s=2.0, margin=0.3, ladder=(1, 4, 16),
+                    fit=LatencyFit(2.0, 140.0, 1.0, 0), queue_high_ms=float("inf"))
+    stop, applied, switches, runs, chunks = threading.Event(), [], [], [], []
+    watcher = threading.Thread(target=lambda: applied.extend(watch(
+        engine, policy, stop, lambda old, new: switches.append(new.batch_size))))
+    target = Target(ray_serve.inference_url, model, ray_serve.key())
+
+    def send(fps: float) -> None:
+        plan = Plan(streams=2, fps=fps / 2, duration_s=chunk_s, resolutions=(Resolution(160, 120),))
+        runs.append(run(plan, target, FrameSource(Format.JPEG, 1, 4, IMAGES), concurrency=64))
+
+    watcher.start()
+    try:
+        for number, fps in enumerate((2.0, 8.0, 2.0), start=1):
+            deadline = time.monotonic() + 120
+            while len(switches) < number:
+                assert time.monotonic() < deadline, f"no switch {number} in 120 s at {fps} fps: {switches}"
+                chunks.append(threading.Thread(target=send, args=(fps,)))
+                chunks[-1].start()
+                time.sleep(chunk_s)  # back to back: no gap in the load
+    finally:
+        stop.set()
+        for chunk in chunks:
+            chunk.join(timeout=120)
+        watcher.join(timeout=120)
+        ray_serve.tuning = engine.tuning
+        ray_serve.reconfigure(model, before)  # the worker kill below needs batches, not batch 1
+    assert switches[:3] == [1, 4, 1] and [s.batch_size for s in applied] == switches, switches
+    records = [r for result in runs for r in result.records]
+    assert calculate_metrics(records, chunk_s * len(runs), 60_000.0).responses == {"200": len(records)}
+    assert len(records) == sum(len(result.schedule) for result in runs)
+    assert engine.tuning[model]["batch_size"] == switches[-1]
+
+
+def test_video_ingest_tracks_and_counts_on_the_cluster_as_on_torchserve(ray_serve, videos, tmp_path):
+    """The tracking scene (tests/scenes.py) read from a file by the real `video-ingest`, tracked,
+    with the zone `door` and the line `gate`, answered by the planted detector on the cluster: the
+    counts test_tracking asserts against TorchServe, every frame answered, one track id a colour."""
+    cameras = tmp_path / "cameras.yaml"
+    write(cameras, camera("file", str(videos["steady"])))
+    ingest = Ingest(tmp_path, ray_serve, ["--config", str(cameras)], model=PLANTED)
+    try:
+        assert ingest.process.wait(timeout=180) == 0, ingest.log()[-2000:]  # the file ended, every unit answered
+    finally:
+        ingest.kill()
+    answers = ingest.answers("file")
+    assert len(answers) == 300 and {a["status"] for a in answers} == {200}
+    assert len(set(track_ids(answers, "red"))) == 1 and len(set(track_ids(answers, "blue"))) == 1
+    assert tally(ingest, "file") == STEADY_FILE_TALLY
 
 
 def test_a_worker_killed_under_load_costs_only_its_own_requests(ray_serve, tmp_path):

@@ -13,6 +13,12 @@ from tests.e2e.ingest_cli import Ingest
 
 MODEL = "planted_tracks"
 SMALL, LARGE = (320, 192), (480, 288)
+#: The counts of the `steady` scene read from a file, every frame answered (red is in the door when
+#: the file ends: it leaves then), whichever engine answers.
+STEADY_FILE_TALLY = {
+    ("entered", "door", "red", None): 3, ("left", "door", "red", None): 3,
+    ("entered", "door", "blue", None): 2, ("left", "door", "blue", None): 2,
+    ("crossed", "gate", "red", "in"): 2, ("crossed", "gate", "red", "out"): 2}
 
 
 def camera(name: str, url: str, gate_x: float = 0.5, **extra) -> dict:

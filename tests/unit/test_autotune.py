@@ -14,7 +14,7 @@ from autotune import cli
 from autotune.archive import derive, read_manifest
 from autotune.fit import LatencyFit, fit_batch_latency
 from autotune.policy import LADDER, Hysteresis, batch_for
-from autotune.prom import batch_samples, snapshot, traffic
+from autotune.prom import batch_samples, ray_snapshot, snapshot, traffic
 from autotune.recommend import Cell, recommend, score
 from autotune.sweep import SweepResult, config_lines, table
 from autotune.switch import Setting, version_for
@@ -138,6 +138,33 @@ def test_snapshot_reads_one_models_series():
     assert empty.frames_total == 0 and empty.batch_size is None
 
 
+#: Two Ray nodes' metrics ports, concatenated (`autotune.engines.RayServe.scrape`): the handler's
+#: series of a replica on each worker, the router's (in the ingress) on the head.
+RAY_METRICS = """\
+# TYPE ray_video_frames_total counter
+ray_video_frames_total{Component="core_worker",Level="Model",ModelName="m",NodeAddress="127.0.0.1",WorkerId="a"} 40.0
+ray_video_batches_total{Component="core_worker",Level="Model",ModelName="m",NodeAddress="127.0.0.1",WorkerId="a"} 10.0
+ray_video_batch_size{Component="core_worker",Level="Model",ModelName="m",NodeAddress="127.0.0.1",WorkerId="a"} 4.0
+ray_video_frames_total{Component="core_worker",Level="Model",ModelName="other",NodeAddress="127.0.0.1",WorkerId="c"} 99.0
+
+ray_video_frames_total{Component="core_worker",Level="Model",ModelName="m",NodeAddress="127.0.0.1",WorkerId="b"} 20.0
+ray_video_batches_total{Component="core_worker",Level="Model",ModelName="m",NodeAddress="127.0.0.1",WorkerId="b"} 5.0
+ray_video_batch_fill_ratio{Component="core_worker",Level="Model",ModelName="m",NodeAddress="127.0.0.1",WorkerId="b"} 0.5
+ray_serve_num_router_requests_total{application="video",deployment="m",handle="doors",route="/"} 70.0
+ray_serve_request_router_fulfillment_time_ms_sum{application="video",deployment="m",handle="doors"} 35.0
+ray_serve_request_router_fulfillment_time_ms_count{application="video",deployment="m",handle="doors"} 70.0
+ray_serve_num_router_requests_total{application="video",deployment="doors",route="/"} 500.0
+"""
+
+
+def test_ray_snapshot_sums_the_nodes_and_reads_the_routers():
+    s = ray_snapshot(RAY_METRICS, "m", 2.0)
+    assert (s.t, s.frames_total, s.batches_total, s.batch_size, s.fill_ratio, s.prediction_ms) == (2.0, 60, 15, 4, 0.5, None)
+    assert (s.requests_total, s.queue_latency_us) == (70, 35_000)
+    seen = traffic(ray_snapshot("", "m", 0.0), s)
+    assert (seen.frame_rate, seen.request_rate, seen.mean_batch, seen.queue_ms) == (30, 35, 4, 0.5)
+
+
 def test_single_batches_and_traffic_from_consecutive_scrapes():
     def at(t, frames, batches, size, ms, requests=0.0, queue=0.0):
         return snapshot(METRICS, "absent", t).__class__(t, frames, batches, size, 1.0, ms, requests, queue)
@@ -198,3 +225,10 @@ def test_cli_refuses_bad_lists():
         cli.parser().parse_args(["sweep", "--fps", "30", "--batch-sizes", "4,x"])
     args = cli.parser().parse_args(["watch", "--fit", "2.5", "10", "--ladder", "1,4,16"])
     assert args.fit == [2.5, 10.0] and args.ladder == [1, 4, 16]
+
+
+def test_watch_on_ray_outside_video_rays_folder_names_the_fix(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["watch", "--engine", "ray", "--ray-state", str(tmp_path / "video-ray.json")])
+    assert exit_info.value.code == 2
+    assert "video-ray.json not found: run `video-ray start` in this folder first" in capsys.readouterr().err
