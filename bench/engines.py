@@ -5,6 +5,9 @@ Rows (each its own server on 127.0.0.1, started, measured and stopped in turn):
 1. `torchserve`: ours, the shipped archive (`archive.sh`) in TorchServe (`tsutil.server`).
 2. `ray`: ours on Ray Serve, one node (`python -m rayserve start ...`); skipped with a message
    while `rayserve` cannot be imported or started.
+   `ray-handle`: the same Ray deployment driven through a `DeploymentHandle` from this process,
+   no HTTP proxy and no ingress: what the model replica alone serves (not a door a client has;
+   it shows what Ray's HTTP path costs).
 3. `stock`: the stock-style TorchServe handler (`bench/stock_handler.py`), frame_quality only.
 4. `pytriton`: NVIDIA PyTriton 0.7 (Triton's dynamic batching), in `.venv-pytriton`
    (`bash bench/peers/pytriton_setup.sh`), fed the Open Inference Protocol with `tritonclient.http`
@@ -50,7 +53,7 @@ from loadgen.metrics import Latency, Record
 from loadgen.schedule import Plan, Resolution, arrivals
 
 ROOT = Path(__file__).resolve().parents[1]
-ENGINES = ("torchserve", "ray", "stock", "pytriton", "litserve")
+ENGINES = ("torchserve", "ray", "ray-handle", "stock", "pytriton", "litserve")
 MODELS = ("frame_quality", "face_detector")
 #: Engines that run our handler (the targets' numerators).
 OURS = ("torchserve", "ray")
@@ -586,6 +589,42 @@ class RayServer(Server):
         super().stop()
 
 
+class RayHandleServer(RayServer):
+    """`RayServer`'s deployment, each frame sent by `DeploymentHandle.remote` from this process
+    (joined to the node as a driver): the model replica without Ray's HTTP proxy and ingress."""
+
+    def sender(self) -> Send:
+        from rayserve.node import keep_loopback
+
+        keep_loopback()
+        import ray
+        from ray import serve
+
+        if not ray.is_initialized():
+            from rayserve.cli import GCS_PORT
+
+            ray.init(address=f"127.0.0.1:{GCS_PORT}", _node_ip_address="127.0.0.1", logging_level="WARNING",
+                     log_to_driver=False)
+        handle = serve.get_deployment_handle(self.name, "video")
+        headers = {"body": {"content-type": "image/jpeg"}, "content-type": "image/jpeg"}
+
+        def send(body: bytes) -> tuple[int | None, str | None]:
+            try:
+                answer = handle.remote({"body": body}, headers).result(timeout_s=30)
+            except Exception as exc:  # a replica gone, a full queue, a timeout: the row counts it
+                return None, type(exc).__name__
+            return answer.status, None if answer.status == 200 else answer.body[:80]
+
+        return send
+
+    def stop(self) -> None:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+        super().stop()
+
+
 def peer_python(engine: str) -> Path:
     """The peer's own interpreter; Skip when its venv is not made."""
     python = PEER_VENVS[engine] / "bin" / "python"
@@ -699,6 +738,8 @@ def make_server(engine: str, model: str, work: Path, tag: str, mars: dict[str, P
         return TorchServeServer(work, tag, mars["stock"], "stock", port_offset)
     if engine == "ray":
         return RayServer(work, tag, mars[model].parent, model)
+    if engine == "ray-handle":
+        return RayHandleServer(work, tag, mars[model].parent, model)
     if engine == "pytriton":
         return PyTritonServer(work, tag, files[model], model, detector=model != "frame_quality")
     if engine == "litserve":
