@@ -514,15 +514,15 @@ def rayserve_missing() -> str | None:
 
 def other_ray(tag: str) -> str | None:
     """Why this row must not start Ray here: a Ray cluster this bench did not start is running
-    (`rayserve start` takes a fixed GCS port and `rayserve stop` runs `ray stop`, which stops every
-    Ray node on the machine), or None."""
+    (`rayserve start` takes a fixed GCS port and would deploy into a cluster already there, and a
+    second cluster's work on the same cores would be in the row's figures), or None."""
     import psutil
 
     for process in psutil.process_iter(["pid", "name"]):
         with contextlib.suppress(psutil.Error, OSError):
             if process.info["name"] == "gcs_server" and process.environ().get(TAG_ENV) != tag:
                 return (f"another Ray cluster runs on this machine (gcs_server pid {process.pid}); "
-                        "`rayserve stop` runs `ray stop`, which would stop it too: run this row when it is gone")
+                        "its work would be in this row's figures: run this row when it is gone")
     return None
 
 

@@ -100,8 +100,12 @@ def start(args: argparse.Namespace) -> int:
     planned = plan(app_args, warn=False)  # fails here, before Ray starts, on a bad archive or setting
     if not args.disable_token_auth:
         write_keys(Path(args.key_file), rotate=False)
-    address = args.address or _start_head(args, cpus=len(planned) * args.replica_cpus)
+    started = None if args.address else _start_head(args, cpus=len(planned) * args.replica_cpus)
+    address = args.address or f"127.0.0.1:{args.gcs_port}"
     ray.init(address=address, _node_ip_address="127.0.0.1", logging_level=logging.WARNING)
+    # The session `stop` stops: only the one this start began (`ray stop` would stop every Ray here).
+    node = ray._private.worker._global_node
+    started_node = {"session": node.session_name, "address": address} if started and node is not None else None
     # Paths absolute: Serve builds the application in its controller, not in this folder.
     app_args = {**app_args, "config": str(Path(args.config).resolve())}
     for key in ("key_file", "model_store"):
@@ -111,7 +115,7 @@ def start(args: argparse.Namespace) -> int:
         deploy.deploy(app_args, http={"host": args.host, "port": args.port}, timeout_s=args.timeout)
     except RuntimeError as err:
         raise ArchiveError(str(err)) from None
-    deploy.save(app_args, {})
+    deploy.save(app_args, {}, node=started_node)
     _print_curl(args, [archive.name for archive, _ in planned])
     return 0
 
@@ -148,8 +152,19 @@ def stop(args: argparse.Namespace) -> int:
         ray.shutdown()
     except (ConnectionError, RuntimeError) as err:
         print(f"video-ray: no Ray cluster to stop ({err})", file=sys.stderr)
-    if not args.address:  # the node `start` made: Ray stops the nodes `ray start` began on this machine
-        subprocess.run([sys.executable, "-m", "rayserve.node", "stop"], check=False, stdout=subprocess.DEVNULL)
+    if args.address:
+        return 0
+    from rayserve import deploy
+    from rayserve.node import stop_session
+
+    node = deploy.started_node()
+    if node is None:
+        print("video-ray: no Ray node that `video-ray start` started from this folder (video-ray.json); "
+              "the application is deleted. Stop a node started elsewhere with `ray stop` (every Ray on "
+              "this machine)", file=sys.stderr)
+        return 0
+    stopped = stop_session(node["session"], node["address"])
+    print(f"video-ray: stopped the Ray node at {node['address']} ({node['session']}, {stopped} processes)")
     return 0
 
 
@@ -169,19 +184,20 @@ def write_keys(path: Path, rotate: bool) -> None:
     os.replace(tmp, path)
 
 
-def _start_head(args: argparse.Namespace, cpus: float) -> str:
-    """A one-node cluster on 127.0.0.1 (or the one a previous `start` left there); returns its address."""
+def _start_head(args: argparse.Namespace, cpus: float) -> bool:
+    """A one-node cluster on 127.0.0.1 at `--gcs-port`; False when one runs there already (a
+    previous `start`, or the user's: deployed to, never stopped by this tool)."""
     address = f"127.0.0.1:{args.gcs_port}"
     with socket.socket() as probe:
         if probe.connect_ex(("127.0.0.1", args.gcs_port)) == 0:
             logger.info("a Ray cluster is already running at %s: deploying there", address)
-            return address
+            return False
     logical = max(os.cpu_count() or 1, int(cpus + 0.999))
     subprocess.run([sys.executable, "-m", "rayserve.node", "start", "--head", "--node-ip-address=127.0.0.1",
                     f"--port={args.gcs_port}",
                     "--include-dashboard=false", "--disable-usage-stats", f"--num-cpus={logical}",
                     f"--metrics-export-port={args.metrics_port}"], check=True, stdout=subprocess.DEVNULL)
-    return address
+    return True
 
 
 def _print_curl(args: argparse.Namespace, models: list[str]) -> None:

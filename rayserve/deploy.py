@@ -11,6 +11,7 @@ replica restarted and no request dropped. `video-ray tune` and `video-autotune -
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Mapping
@@ -75,8 +76,27 @@ def tune(args: Mapping[str, Any], tuning: Mapping[str, Mapping[str, float]], mod
     return merged
 
 
-def save(args: Mapping[str, Any], tuning: Mapping[str, Mapping[str, float]], path: Path = STATE) -> None:
-    path.write_text(json.dumps({"args": dict(args), "tuning": dict(tuning)}, indent=2))
+def save(args: Mapping[str, Any], tuning: Mapping[str, Mapping[str, float]], path: Path = STATE,
+         node: Mapping[str, str] | None = None) -> None:
+    """Writes args and tuning; `node` (the Ray session and GCS address `video-ray start` started)
+    is kept from the file when not given."""
+    if node is None and path.exists():
+        with contextlib.suppress(OSError, ValueError):
+            node = json.loads(path.read_text()).get("node")
+    state: dict[str, Any] = {"args": dict(args), "tuning": dict(tuning)}
+    if node:
+        state["node"] = dict(node)
+    path.write_text(json.dumps(state, indent=2))
+
+
+def started_node(path: Path = STATE) -> dict[str, str] | None:
+    """The Ray node `video-ray start` started from this folder, `{"session", "address"}` (None: it
+    joined a cluster, or no start ran here)."""
+    try:
+        node = json.loads(path.read_text()).get("node")
+    except (OSError, ValueError):
+        return None
+    return dict(node) if isinstance(node, dict) and node.get("session") and node.get("address") else None
 
 
 def load(path: Path = STATE) -> tuple[dict[str, Any], dict[str, dict[str, float]]]:

@@ -4,6 +4,7 @@ rest, the archives a properties file names, the items the ingress rebuilds from 
 import asyncio
 import json
 import os
+import time
 
 import pytest
 import yaml
@@ -157,3 +158,49 @@ def test_drivers_and_nodes_keep_a_loopback_address(monkeypatch):
         assert os.environ["RAY_AUTH_MODE"] == "token"
     finally:
         services.resolve_ip_for_localhost = original
+
+
+def test_stop_takes_only_the_node_start_made_and_its_children(tmp_path):
+    """`video-ray stop` stops the processes that name its session or its GCS address, and their
+    children, never another Ray on the machine (`ray stop` would stop them all)."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from rayserve.node import stop_session
+
+    parent = "import subprocess, time; subprocess.Popen(['sleep', '60']); time.sleep(60)"
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    ours = [subprocess.Popen([sys.executable, "-c", parent, "--session-name=session_ours"]),
+            subprocess.Popen([*sleep, "--gcs-address=127.0.0.1:6390"])]
+    theirs = [subprocess.Popen([*sleep, "--session-name=session_theirs"]),
+              subprocess.Popen([*sleep, "--address=127.0.0.1:16390"])]
+    try:
+        deadline = time.monotonic() + 10
+        while not psutil.Process(ours[0].pid).children():  # its child has started
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        [child] = psutil.Process(ours[0].pid).children()
+        assert stop_session("session_ours", "127.0.0.1:6390", grace_s=5) == 3
+        for process in ours:
+            process.wait(timeout=10)  # (stop_session reaped them: their status is gone with it)
+        assert not child.is_running()
+        assert [p.poll() for p in theirs] == [None, None]
+    finally:
+        for process in ours + theirs:
+            process.kill()
+            process.wait()
+
+
+def test_the_state_keeps_the_started_node_across_tunings(tmp_path):
+    from rayserve import deploy
+
+    state = tmp_path / "video-ray.json"
+    assert deploy.started_node(state) is None
+    deploy.save({"config": "c"}, {}, state, node={"session": "session_x", "address": "127.0.0.1:6390"})
+    deploy.save({"config": "c"}, {"m": {"batch_size": 4}}, state)  # what `tune` writes
+    assert deploy.started_node(state) == {"session": "session_x", "address": "127.0.0.1:6390"}
+    assert deploy.load(state) == ({"config": "c"}, {"m": {"batch_size": 4}})
+    deploy.save({"config": "c"}, {}, tmp_path / "joined.json")  # `start --address`: no node of its own
+    assert deploy.started_node(tmp_path / "joined.json") is None
