@@ -181,10 +181,10 @@ def test_batch_settings_change_on_live_replicas_without_a_lost_request(ray_serve
 
     tuner = threading.Thread(target=tune)
     tuner.start()
-    status, report = _loadgen(ray_serve, tmp_path, "frame_quality_spread", "--streams", "8", "--fps", "8",
+    status, report = _loadgen(ray_serve, tmp_path, "frame_quality_spread", "--streams", "8", "--fps", "6",
                               "--duration", "10")
     tuner.join()
-    assert sizes == [2, 6] and report["responses"] == {"200": 640} and status == 0, report["responses"]
+    assert sizes == [2, 6] and report["responses"] == {"200": 480} and status == 0, report["responses"]
     batches = ray_serve.batch_requests("frame_quality_spread")
     assert max(batches) <= 8 and 6 in batches
 
@@ -263,15 +263,15 @@ def test_a_worker_killed_under_load_costs_only_its_own_requests(ray_serve, tmp_p
     victim = threading.Timer(4, cluster.nodes["worker2"].kill)
     victim.start()
     started = time.monotonic()
-    status, report = _loadgen(ray_serve, tmp_path, "frame_quality_spread", "--streams", "8", "--fps", "8",
+    status, report = _loadgen(ray_serve, tmp_path, "frame_quality_spread", "--streams", "8", "--fps", "6",
                               "--duration", "12", "--timeout", "30")
     victim.join()
     took = time.monotonic() - started
     responses = report["responses"]
-    assert sum(responses.values()) == 768 and took < 12 + 30, report  # every request answered, none hung
+    assert sum(responses.values()) == 576 and took < 12 + 30, report  # every request answered, none hung
     # 503 ReplicaUnavailable for what the dead replica held, 504 StaleFrame for frames that waited past
     # max_frame_age_ms while the survivor caught up: each its own answer, never a hang.
-    assert set(responses) <= {"200", "503", "504"} and responses["200"] > 600, responses
+    assert set(responses) <= {"200", "503", "504"} and responses["200"] > 450, responses
     _eventually(lambda: cluster.replicas("frame_quality_spread") == ["worker1", "worker1"], 120,
                 "Serve did not bring the replica back on the surviving worker")
     answer = requests.put(f"{ray_serve.inference_url}/predictions/frame_quality_spread", data=JPEG,
