@@ -18,7 +18,7 @@ from tests import support
 from tests import videos as segments
 from tests.e2e.ingest_cli import Ingest
 from tests.e2e.tracks import MODEL as PLANTED
-from tests.e2e.tracks import STEADY_FILE_TALLY, camera, tally, track_ids, write
+from tests.e2e.tracks import assert_steady_file_counted, camera, write
 
 MODEL = "frame_quality"
 PIXELS = support.frame(480, 640, 31)
@@ -251,10 +251,7 @@ def test_video_ingest_tracks_and_counts_on_the_cluster_as_on_torchserve(ray_serv
         assert ingest.process.wait(timeout=180) == 0, ingest.log()[-2000:]  # the file ended, every unit answered
     finally:
         ingest.kill()
-    answers = ingest.answers("file")
-    assert len(answers) == 300 and {a["status"] for a in answers} == {200}
-    assert len(set(track_ids(answers, "red"))) == 1 and len(set(track_ids(answers, "blue"))) == 1
-    assert tally(ingest, "file") == STEADY_FILE_TALLY
+    assert_steady_file_counted(ingest)
 
 
 def test_a_worker_killed_under_load_costs_only_its_own_requests(ray_serve, tmp_path):

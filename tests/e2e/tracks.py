@@ -27,6 +27,15 @@ def camera(name: str, url: str, gate_x: float = 0.5, **extra) -> dict:
             "lines": [{"name": "gate", "from": [gate_x, 0], "to": [gate_x, 1], "classes": ["red"]}], **extra}
 
 
+def assert_steady_file_counted(ingest: Ingest, camera: str = "file") -> None:
+    """The `steady` scene read from a file, whichever engine answered: every frame answered 200,
+    one track id per colour, and `STEADY_FILE_TALLY`."""
+    answers = ingest.answers(camera)
+    assert len(answers) == 300 and {a["status"] for a in answers} == {200}
+    assert len(set(track_ids(answers, "red"))) == 1 and len(set(track_ids(answers, "blue"))) == 1
+    assert tally(ingest, camera) == STEADY_FILE_TALLY
+
+
 def write(path, *cameras) -> None:
     path.write_text(yaml.safe_dump({"cameras": list(cameras)}))
 
