@@ -10,9 +10,9 @@ Rows (each its own server on 127.0.0.1, started, measured and stopped in turn):
    it shows what Ray's HTTP path costs).
 3. `stock`: the stock-style TorchServe handler (`bench/stock_handler.py`), frame_quality only.
 4. `pytriton`: NVIDIA PyTriton 0.7 (Triton's dynamic batching), in `.venv-pytriton`
-   (`bash bench/peers/pytriton_setup.sh`), fed the Open Inference Protocol with `tritonclient.http`
+   (`bash bench/peers/setup.sh pytriton`), fed the Open Inference Protocol with `tritonclient.http`
    (BYTES input of encoded JPEGs).
-5. `litserve`: LitServe 0.2 with batching, in `.venv-litserve` (`bash bench/peers/litserve_setup.sh`),
+5. `litserve`: LitServe 0.2 with batching, in `.venv-litserve` (`bash bench/peers/setup.sh litserve`),
    fed multipart forms.
 
 The peers run `bench.peers.core`: our decode (libjpeg-turbo), padding to a multiple of 32 into one
@@ -61,7 +61,7 @@ CLIENTS = 16
 RESOLUTION = Resolution(1280, 720)
 TAG_ENV = "BENCH_ENGINES_TAG"
 PEER_VENVS = {"pytriton": ROOT / ".venv-pytriton", "litserve": ROOT / ".venv-litserve"}
-SETUP = {"pytriton": "bash bench/peers/pytriton_setup.sh", "litserve": "bash bench/peers/litserve_setup.sh"}
+SETUP = {peer: f"bash bench/peers/setup.sh {peer}" for peer in ("pytriton", "litserve")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -473,6 +473,18 @@ class Server:
             return " | ".join(self.log.read_text(errors="replace").strip().splitlines()[-lines:])
         return ""
 
+    def _wait_http(self, url: str, what: str) -> None:
+        """Until GET `url` answers 2xx; Skip, with the log's tail, when the server dies or 180 s pass."""
+        def ready() -> bool:
+            import requests
+
+            return requests.get(url, timeout=5).ok
+
+        try:
+            wait_for(ready, 180, self._alive, what)
+        except Skip as exc:
+            raise Skip(f"{exc}: {self.tail()}") from exc
+
 
 class TorchServeServer(Server):
     """TorchServe (shipped config.properties, one model, its batch settings) from `work`."""
@@ -600,12 +612,14 @@ class RayHandleServer(RayServer):
         import ray
         from ray import serve
 
+        from rayserve.deploy import app_name
+
         if not ray.is_initialized():
             from rayserve.cli import GCS_PORT
 
             ray.init(address=f"127.0.0.1:{GCS_PORT}", _node_ip_address="127.0.0.1", logging_level="WARNING",
                      log_to_driver=False)
-        handle = serve.get_deployment_handle(self.name, "video")
+        handle = serve.get_deployment_handle(self.name, app_name(self.name)).infer
         headers = {"body": {"content-type": "image/jpeg"}, "content-type": "image/jpeg"}
 
         def send(body: bytes) -> tuple[int | None, str | None]:
@@ -619,9 +633,11 @@ class RayHandleServer(RayServer):
 
     def stop(self) -> None:
         import ray
+        from ray.serve import context
 
         if ray.is_initialized():
             ray.shutdown()
+        context._set_global_client(None)  # Serve's client names this cluster's controller: the next row's is new
         super().stop()
 
 
@@ -650,16 +666,7 @@ class PyTritonServer(Server):
         self._spawn([str(python), "-m", "bench.peers.pytriton_server", str(self.model_file), "--http-port",
                      str(self.port), "--name", self.name, "--workspace", str(self.work / "pytriton"),
                      *(["--detector"] if self.detector else [])], env=env)
-
-        def ready() -> bool:
-            import requests
-
-            return requests.get(f"http://127.0.0.1:{self.port}/v2/models/{self.name}/ready", timeout=5).ok
-
-        try:
-            wait_for(ready, 180, self._alive, "PyTriton")
-        except Skip as exc:
-            raise Skip(f"{exc}: {self.tail()}") from exc
+        self._wait_http(f"http://127.0.0.1:{self.port}/v2/models/{self.name}/ready", "PyTriton")
 
     def sender(self) -> Send:
         return triton_sender(f"127.0.0.1:{self.port}", self.name)
@@ -677,16 +684,7 @@ class LitServeServer(Server):
         self.work.mkdir(parents=True, exist_ok=True)
         self._spawn([str(python), "-m", "bench.peers.litserve_server", str(self.model_file), "--port", str(self.port)],
                     env={**self.env, "PYTHONPATH": str(ROOT)})
-
-        def ready() -> bool:
-            import requests
-
-            return requests.get(f"http://127.0.0.1:{self.port}/health", timeout=5).ok
-
-        try:
-            wait_for(ready, 180, self._alive, "LitServe")
-        except Skip as exc:
-            raise Skip(f"{exc}: {self.tail()}") from exc
+        self._wait_http(f"http://127.0.0.1:{self.port}/health", "LitServe")
 
     def sender(self) -> Send:
         return multipart_sender(f"http://127.0.0.1:{self.port}/predict")

@@ -40,9 +40,9 @@ RULE_HEADER = """\
 
 # Ray Serve's own metrics (Ray 2.60): `ray_serve_deployment_status` is the controller's gauge
 # 0=UNKNOWN, 1=DEPLOY_FAILED, 2=UNHEALTHY, 3=UPDATING, 4=UPSCALING, 5=DOWNSCALING, 6=HEALTHY;
-# `ray_serve_deployment_queued_queries` counts the requests a caller (proxy or handle) holds for a
-# deployment while every replica is at max_ongoing_requests; past max_queued_requests
-# (job_queue_size of config.properties, 100) the ingress answers 503.
+# `ray_video_replica_waiting` is each model replica's own queue (rayserve/model.py): the requests it
+# holds beyond a running batch and a filling one; past job_queue_size of config.properties (100) it
+# answers 503 itself.
 RAY_RULES = yaml.safe_load("""
 - alert: RayServeDeploymentUnhealthy
   expr: |
@@ -58,16 +58,16 @@ RAY_RULES = yaml.safe_load("""
       constructor or health checks: `serve status` and the replica logs say why (an archive that
       does not load, no GPU for num_gpus, out of memory).
 - alert: RayServeQueueFilling
-  expr: max by (application, deployment) (ray_serve_deployment_queued_queries) > 50
+  expr: max by (application, deployment) (ray_video_replica_waiting) > 50
   for: 1m
   labels:
     severity: critical
   annotations:
-    summary: "{{ $value }} requests queue for {{ $labels.deployment }} for more than 1 minute"
+    summary: "{{ $value }} requests queue in a replica of {{ $labels.deployment }} for more than 1 minute"
     description: >-
-      Every replica of {{ $labels.deployment }} is at max_ongoing_requests and a caller holds more
-      than half of max_queued_requests (job_queue_size = 100): past it the ingress answers 503.
-      Add replicas (maxWorkers, GPU workers), lower resolution, or tune batchSize / maxBatchDelay.
+      A replica of {{ $labels.deployment }} holds more than half of job_queue_size = 100 beyond its
+      running and filling batches: past it the replica answers 503. Add replicas (maxWorkers, GPU
+      workers), lower resolution, or tune batchSize / maxBatchDelay.
 """)
 
 

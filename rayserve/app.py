@@ -1,15 +1,21 @@
-"""The Ray Serve application: one deployment per archive, and the ingress in front of them.
+"""The Ray Serve applications: one per archive, its model's deployment on `/predictions/{model}`
+(Serve's proxy hands it requests directly: one hop), and `doors` on `/` for the rest.
 
-`rayserve.app:build` is an application builder, so a Serve config (`serve deploy`, or KubeRay's
-`serveConfigV2`) names it with its args:
+`model` and `doors` are application builders, so a Serve config (`serve deploy`, or KubeRay's
+`serveConfigV2`; `rayserve.deploy.config` writes one) names them with their args:
 
     applications:
+      - name: video.frame_quality          # deploy.app_name(model)
+        route_prefix: /predictions/frame_quality
+        import_path: rayserve.app:model
+        args: {config: config.properties, key_file: key_file.json, model: frame_quality}
       - name: video
         route_prefix: /
-        import_path: rayserve.app:build
+        import_path: rayserve.app:doors
         args: {config: config.properties, key_file: key_file.json}
 
-Args: `config` (TorchServe's properties: `model_store`, `load_models`, `models=`,
+Args: `model` (the model a `model` application serves), `config` (TorchServe's properties:
+`model_store`, `load_models`, `models=`,
 `job_queue_size`, `max_request_size`), `models` (a subset of model names), `model_store` (overrides
 the properties'), `key_file` (`key_file.json`; null turns token authorization off),
 `replica_cpus` (Ray CPUs a model replica holds, default 1), `ingress_replicas` (default 1),
@@ -31,12 +37,12 @@ from ray.serve import Application
 from ray.serve.deployment import Deployment
 
 from rayserve.archive import Archive, ArchiveError, Properties, Settings
-from rayserve.ingress import Doors, Route
+from rayserve.ingress import Doors, Gate, Route
 from rayserve.model import Model
 
 logger = logging.getLogger(__name__)
 
-_ARGS = frozenset({"config", "models", "model_store", "key_file", "replica_cpus", "ingress_replicas",
+_ARGS = frozenset({"config", "model", "models", "model_store", "key_file", "replica_cpus", "ingress_replicas",
                    "ingress_resources", "autoscaling"})
 
 
@@ -48,7 +54,7 @@ def plan(args: Mapping[str, Any], warn: bool = True) -> list[tuple[Archive, Sett
     """
     unknown = sorted(set(args) - _ARGS)
     if unknown:
-        raise ArchiveError(f"unknown args {unknown}: rayserve.app:build takes {sorted(_ARGS)}")
+        raise ArchiveError(f"unknown args {unknown}: rayserve.app:model and :doors take {sorted(_ARGS)}")
     props = _properties(args)
     models = args.get("models") or ()
     planned = [(a, a.settings(props.entries.get(a.name, {}))) for a in props.archives(tuple(models))]
@@ -58,23 +64,37 @@ def plan(args: Mapping[str, Any], warn: bool = True) -> list[tuple[Archive, Sett
     return planned
 
 
-def build(args: Mapping[str, Any]) -> Application:
-    """The application for `args` (see the module docstring)."""
+def model(args: Mapping[str, Any]) -> Application:
+    """The application of the model named by `args["model"]`: its deployment, on
+    `/predictions/{model}` (see the module docstring)."""
+    name = args.get("model")
+    if not isinstance(name, str) or not name:
+        raise ArchiveError("rayserve.app:model needs args.model, the name of the model it serves")
     props = _properties(args)
-    cpus = float(args.get("replica_cpus", 1))
-    handles, routes = {}, {}
-    for archive, settings in plan(args):
-        options = settings.deployment_options(props.job_queue_size, cpus)
-        if "autoscaling_config" in options:
-            options["autoscaling_config"].update(args.get("autoscaling") or {})
-        handles[archive.name] = _deployment(Model).options(name=archive.name, **options).bind(str(archive.path))
-        routes[archive.name] = Route(archive.version, settings.response_timeout_s)
+    [(archive, settings)] = plan({**args, "models": [name]})
+    options = settings.deployment_options(props.job_queue_size, float(args.get("replica_cpus", 1)))
+    if "autoscaling_config" in options:
+        options["autoscaling_config"].update(args.get("autoscaling") or {})
+    gate = Gate(_key_file(args), props.max_request_size, settings.response_timeout_s, props.job_queue_size)
+    app: Application = _deployment(Model).options(name=archive.name, **options).bind(str(archive.path), gate)
+    return app
+
+
+def doors(args: Mapping[str, Any]) -> Application:
+    """The application on `/`: the Open Inference Protocol, `/ping`, metadata, 404s."""
+    props = _properties(args)
+    routes = {archive.name: Route(archive.version, settings.response_timeout_s)
+              for archive, settings in plan(args, warn=False)}
     ingress = _deployment(Doors).options(
         name="doors", num_replicas=int(args.get("ingress_replicas", 1)), max_ongoing_requests=1024,
         ray_actor_options={"num_cpus": 0, "resources": dict(args.get("ingress_resources") or {})})
-    key_file = args.get("key_file", "key_file.json")
-    app: Application = ingress.bind(handles, routes, str(Path(key_file).resolve()) if key_file else None, props.max_request_size)
+    app: Application = ingress.bind(routes, _key_file(args), props.max_request_size)
     return app
+
+
+def _key_file(args: Mapping[str, Any]) -> str | None:
+    key_file = args.get("key_file", "key_file.json")
+    return str(Path(key_file).resolve()) if key_file else None
 
 
 def _deployment(cls: type) -> Deployment:

@@ -34,12 +34,24 @@ _NO_RAY_MEANING = {
     "deviceIds": "Ray assigns each replica its GPUs (num_gpus)",
     "parallelType": "TorchServe's model parallelism", "parallelLevel": "TorchServe's model parallelism",
     "startupTimeout": "Serve's health checks decide when a replica is up",
-    "useJobTicket": "Serve's max_queued_requests bounds the queue",
+    "useJobTicket": "each replica bounds its queue by job_queue_size",
 }
 
 
 class ArchiveError(ValueError):
     """A `.mar` or `config.properties` that cannot be served; the message names the file and the fix."""
+
+
+def replica_limit(batch_size: int, queue: int) -> int:
+    """Requests one replica holds before it answers 503 itself: a running batch, one filling while
+    it runs, and `job_queue_size` (`queue`) waiting, as a TorchServe worker's job queue."""
+    return max(5, 2 * batch_size) + queue
+
+
+def serve_limits(batch_size: int, queue: int) -> dict[str, int]:
+    """Serve's own bounds, kept above the replica's (whose 503 is TorchServe's JSON, where Serve's
+    proxy would answer plain text): `max_queued_requests` only backs it up."""
+    return {"max_ongoing_requests": 2 * replica_limit(batch_size, queue), "max_queued_requests": queue}
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,13 +99,11 @@ class Settings:
                    int(numbers["maxWorkers"]), numbers["responseTimeout"],
                    str(merged.get("deviceType", "")).lower() == "gpu", ignored)
 
-    def deployment_options(self, max_queued: int, num_cpus: float) -> dict[str, Any]:
-        """Serve's options for the model's deployment (`Deployment.options(**...)`)."""
+    def deployment_options(self, queue: int, num_cpus: float) -> dict[str, Any]:
+        """Serve's options for the model's deployment (`Deployment.options(**...)`); `queue` is
+        `job_queue_size`."""
         options: dict[str, Any] = {
-            # Serve refuses more than this many in flight per replica: room for a batch to fill
-            # while the one before it runs.
-            "max_ongoing_requests": max(5, 2 * self.batch_size),
-            "max_queued_requests": max_queued,
+            **serve_limits(self.batch_size, queue),
             "ray_actor_options": {"num_cpus": num_cpus, "num_gpus": 1 if self.gpu else 0},
             "user_config": {"batch_size": self.batch_size, "max_batch_delay_ms": self.max_batch_delay_ms},
         }
@@ -162,7 +172,7 @@ class Properties:
         store: the model store folder (a relative one from the working directory, as TorchServe).
         load_models: the archives to serve (file names, or model names).
         entries: per model name, its default version's `models=` entry.
-        job_queue_size: `job_queue_size` (Serve's `max_queued_requests` per replica).
+        job_queue_size: `job_queue_size` (requests waiting per replica, beyond its batches).
         max_request_size: `max_request_size` in bytes (413 above it).
     """
 

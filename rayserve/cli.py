@@ -8,7 +8,7 @@ on TorchServe.
     video-ray stop
 
 `start` starts a one-node Ray cluster on 127.0.0.1 (or joins `--address`), writes `key_file.json`
-(TorchServe's shape, mode 0600) when it is missing, deploys `rayserve.app:build` from a Serve config
+(TorchServe's shape, mode 0600) when it is missing, deploys an application per model and `doors` from a Serve config
 (`rayserve.deploy`; the args stay in `video-ray.json` for `tune`), waits until every model answers
 and prints a working curl. Everything listens on 127.0.0.1 unless told otherwise.
 """

@@ -1,6 +1,6 @@
-"""The application deployed from a Serve config, as `serve run config.yaml` and KubeRay's
-`serveConfigV2` deploy it: `import_path: rayserve.app:build` with its args, and per model a
-`user_config` override for live batch settings.
+"""The applications deployed from a Serve config, as `serve run config.yaml` and KubeRay's
+`serveConfigV2` deploy them: per model `import_path: rayserve.app:model` on `/predictions/{model}`
+with a `user_config` override for live batch settings, and `rayserve.app:doors` on `/`.
 
 A config deploy is what makes tuning live: Serve versions a config's application by its import
 path, so a new `user_config` alone is a lightweight update that each running replica takes in
@@ -18,21 +18,41 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+#: The application on `/` (`doors`); each model's is `app_name(model)`.
 APP = "video"
 #: Where `video-ray start` leaves the args and tuning it deployed with.
 STATE = Path("video-ray.json")
 
 
+def app_name(model: str) -> str:
+    """The application of one model (`ServeReplica:video.<model>:<model>` in Ray's actor table)."""
+    return f"{APP}.{model}"
+
+
 def config(args: Mapping[str, Any], tuning: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, Any]:
-    """The Serve config (`ServeDeploySchema`'s shape) of the application."""
-    overrides = [{"name": model, "user_config": dict(values)} for model, values in (tuning or {}).items()]
-    return {"applications": [{"name": APP, "route_prefix": "/", "import_path": "rayserve.app:build",
-                              "args": dict(args), "deployments": overrides}]}
+    """The Serve config (`ServeDeploySchema`'s shape): an application per model the args name, its
+    tuning as a `user_config` override (with Serve's bounds for its batch size), then `doors`."""
+    from rayserve.app import plan  # reads the archives
+    from rayserve.archive import Properties, serve_limits
+
+    store = args.get("model_store")
+    queue = Properties.read(Path(args.get("config", "config.properties")), Path(store) if store else None).job_queue_size
+    apps = []
+    for archive, _ in plan(args, warn=False):
+        name, values = archive.name, dict((tuning or {}).get(archive.name) or {})
+        override: dict[str, Any] = {"name": name, "user_config": values}
+        own: dict[str, Any] = {**args, "model": name}
+        if "batch_size" in values:
+            override.update(serve_limits(int(values["batch_size"]), queue))
+        apps.append({"name": app_name(name), "route_prefix": f"/predictions/{name}", "import_path": "rayserve.app:model",
+                     "args": own, "deployments": [override] if values else []})
+    apps.append({"name": APP, "route_prefix": "/", "import_path": "rayserve.app:doors", "args": dict(args)})
+    return {"applications": apps}
 
 
 def deploy(args: Mapping[str, Any], tuning: Mapping[str, Mapping[str, float]] | None = None,
            http: Mapping[str, Any] | None = None, proxy_location: str = "HeadOnly", timeout_s: float = 300) -> None:
-    """Deploys (or updates) the application on the connected Ray cluster and waits until it runs.
+    """Deploys (or updates) the applications on the connected Ray cluster and waits until they run.
 
     Raises:
         RuntimeError: the deploy failed (Serve's message) or did not finish within `timeout_s`.
@@ -40,34 +60,42 @@ def deploy(args: Mapping[str, Any], tuning: Mapping[str, Mapping[str, float]] | 
     from ray.serve._private import api  # what `serve run config.yaml` calls
     from ray.serve.schema import ServeDeploySchema
 
+    wanted = config(args, tuning)
     client = api.serve_start(http_options=dict(http or {}), proxy_location=proxy_location)
-    client.deploy_apps(ServeDeploySchema.model_validate(config(args, tuning)), _blocking=False)
-    wait_running(timeout_s)
+    client.deploy_apps(ServeDeploySchema.model_validate(wanted), _blocking=False)
+    wait_running([app["name"] for app in wanted["applications"]], timeout_s)
 
 
-def wait_running(timeout_s: float) -> None:
+def wait_running(apps: list[str], timeout_s: float) -> None:
     from ray import serve
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        status = serve.status().applications.get(APP)
-        if status is not None and status.status == "RUNNING" and all(
-                d.status == "HEALTHY" for d in status.deployments.values()):
+        found = serve.status().applications
+        failed = [f"{name}: {found[name].message}" for name in apps
+                  if name in found and found[name].status == "DEPLOY_FAILED"]
+        if failed:
+            raise RuntimeError(f"the deployment failed: {'; '.join(failed)}")
+        if all(name in found and found[name].status == "RUNNING" and all(
+                d.status == "HEALTHY" for d in found[name].deployments.values()) for name in apps):
             return
-        if status is not None and status.status == "DEPLOY_FAILED":
-            raise RuntimeError(f"the deployment failed: {status.message}")
         time.sleep(0.5)
     raise RuntimeError(f"the models were not ready within {timeout_s:g} s: see `serve status` and the Ray logs")
+
+
+def models() -> list[str]:
+    """The models deployed on the connected cluster."""
+    from ray import serve
+
+    prefix = app_name("")
+    return sorted(name[len(prefix):] for name in serve.status().applications if name.startswith(prefix))
 
 
 def tune(args: Mapping[str, Any], tuning: Mapping[str, Mapping[str, float]], model: str,
          values: Mapping[str, float]) -> dict[str, dict[str, float]]:
     """New batch settings (`batch_size`, `max_batch_delay_ms`) for `model`'s live replicas, the
     other models' earlier tuning kept; returns the tuning now in force."""
-    from ray import serve
-
-    status = serve.status().applications.get(APP)
-    known = sorted(set(status.deployments) - {"doors"}) if status else []
+    known = models()
     if model not in known:
         raise RuntimeError(f"no model {model!r} is deployed (there are {', '.join(known) or 'none'})")
     merged = {name: dict(v) for name, v in tuning.items()}

@@ -1,7 +1,10 @@
-"""The ingress deployment: TorchServe's inference routes on Ray Serve's HTTP proxy, the key checked
-on every request, each request handed to its model's deployment.
+"""TorchServe's inference routes on Ray Serve's HTTP proxy, the key checked on every request.
 
-Routes: `POST|PUT /predictions/{model}[/{version}]`, `POST /v2/models/{model}[/versions/{v}]/infer`,
+`/predictions/{model}` is its model's own application: Serve's proxy hands it straight to a replica
+(`rayserve.model`, one hop), which checks the key, the size, its queue and `responseTimeout` with
+this module's `Gate`, `receive` and `respond`. `Doors`, the application on `/`, serves the rest and
+hands each inference to the model's replicas by handle:
+`POST /v2/models/{model}[/versions/{v}]/infer`, `POST /predictions/{unknown model}` (404),
 `GET /v2/models/{model}[/versions/{v}]` (metadata) and `.../ready`, `GET /v2/health/live|ready`,
 `GET|POST /ping`. Every one needs `Authorization: Bearer <inference key>` from the key file
 (TorchServe's `key_file.json` shape, re-read when it changes), unless the app was built without
@@ -15,7 +18,7 @@ import hmac
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from rayserve import wire
+from rayserve.deploy import app_name
 from rayserve.wire import Answer
 
 logger = logging.getLogger(__name__)
@@ -36,6 +40,18 @@ class Route:
 
     version: str
     timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """What a model's replica checks on the requests Serve's proxy hands it directly: the key file
+    (None: token authorization off), `max_request_size`, the model's `responseTimeout` and
+    `job_queue_size` (config.properties)."""
+
+    key_file: str | None
+    max_request_size: int
+    timeout_s: float
+    queue: int
 
 
 class Keys:
@@ -68,21 +84,22 @@ class Keys:
 
 
 class Doors:
-    """The ingress: routes, keys, request size; one model call per request."""
+    """The ingress of everything but `/predictions/{model}` (which Serve's proxy hands straight to
+    the model's own replicas): the Open Inference Protocol, `/ping`, metadata, and TorchServe's 404
+    for unknown models and routes."""
 
-    def __init__(self, models: Mapping[str, DeploymentHandle[Any]], routes: Mapping[str, Route],
-                 key_file: str | None, max_request_size: int) -> None:
-        self.models, self.routes = dict(models), dict(routes)
+    def __init__(self, routes: Mapping[str, Route], key_file: str | None, max_request_size: int) -> None:
+        from ray import serve
+
+        self.routes = dict(routes)
+        # Each model is its own application (deploy.app_name), deployed beside this one.
+        self.models: dict[str, DeploymentHandle[Any]] = {
+            name: serve.get_deployment_handle(name, app_name(name), _check_exists=False) for name in routes}
         self.keys = Keys(key_file)
         self.max_request_size = max_request_size
 
     async def __call__(self, request: Request) -> Response:
-        try:
-            answer = await self._answer(request)
-        except Exception:
-            logger.exception("the ingress failed on %s %s", request.method, request.url.path)
-            answer = Answer.error(500, "InternalError", "the ingress failed on this request; see the replica log")
-        return Response(answer.body, answer.status, media_type="application/json")
+        return await respond(request, self._answer, "the ingress")
 
     async def _answer(self, request: Request) -> Answer:
         if not self.keys.accepts(wire.bearer(request.headers)):
@@ -111,24 +128,19 @@ class Doors:
         route = self._route(model, version)
         if isinstance(route, Answer):
             return route
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.max_request_size:
-            return wire.too_large(int(declared), self.max_request_size)
-        body = await _body(request, self.max_request_size)
-        if body is None:
-            return wire.too_large(self.max_request_size + 1, self.max_request_size)
-        item, headers = await wire.item(request, body, predictions)
-        return await self._call(model, route, item, headers)
+        received = await receive(request, self.max_request_size, predictions)
+        if isinstance(received, Answer):
+            return received
+        return await self._call(model, route, *received)
 
     async def _call(self, model: str, route: Route, item: Any, headers: Any) -> Answer:
         """The model's answer; a replica that died, a full queue or a timeout answered by type."""
-        call = self.models[model].remote(item, headers)
+        call = self.models[model].infer.remote(item, headers)
         try:
             answer: Answer = await asyncio.wait_for(call, route.timeout_s)
         except TimeoutError:
             call.cancel()  # type: ignore[no-untyped-call]
-            return Answer.error(504, "ResponseTimeout", f"{model} did not answer within responseTimeout = "
-                                f"{route.timeout_s:g} s; the request was cancelled")
+            return wire.timed_out(model, route.timeout_s)
         except BackPressureError:
             return Answer.error(503, "ServiceUnavailableException",
                                 f"{model}'s queue is full (max_queued_requests, from job_queue_size): retry later")
@@ -149,6 +161,27 @@ class Doors:
             "inputs": [{"name": "frames", "datatype": "UINT8", "shape": [-1, -1, -1, 3]},
                        {"name": "images", "datatype": "BYTES", "shape": [-1]}],
         }))
+
+
+async def respond(request: Request, answer: Callable[[Request], Awaitable[Answer]], who: str) -> Response:
+    """`answer`'s Answer as an HTTP response; a bug in it becomes 500 `InternalError`, logged."""
+    try:
+        found = await answer(request)
+    except Exception:
+        logger.exception("%s failed on %s %s", who, request.method, request.url.path)
+        found = Answer.error(500, "InternalError", f"{who} failed on this request; see the replica log")
+    return Response(found.body, found.status, media_type="application/json")
+
+
+async def receive(request: Request, limit: int, predictions: bool) -> tuple[dict[str, object], dict[str, object]] | Answer:
+    """The request as TorchServe's worker hands it (`wire.item`), or 413 past `limit` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return wire.too_large(int(declared), limit)
+    body = await _body(request, limit)
+    if body is None:
+        return wire.too_large(limit + 1, limit)
+    return await wire.item(request, body, predictions)
 
 
 async def _body(request: Request, limit: int) -> bytes | None:

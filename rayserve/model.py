@@ -1,6 +1,11 @@
 """One model's Ray Serve deployment: a replica loads the archive like a TorchServe worker, and
 `@serve.batch` hands it the requests TorchServe's batching would have (DESIGN section 14).
 
+The deployment is its model's own application on `/predictions/{model}`: Serve's proxy hands it
+HTTP requests directly (`__call__`), and `doors` hands it the Open Inference Protocol's by handle
+(`infer`). Either way a request is refused with TorchServe's JSON when the replica already holds
+its limit (`archive.replica_limit`), and answered 504 past `responseTimeout`.
+
 The batch method never raises: `handler.engine.handle` answers every request with its own status
 (a bug becomes 500 `InternalError` for its own batch). Metrics are the handler's own `video_*`
 samples through `ray.serve.metrics` (exported as `ray_video_*`), with TorchServe's tag keys.
@@ -17,14 +22,21 @@ from typing import Any
 
 from ray import serve
 from ray.serve import metrics
+from starlette.requests import Request
+from starlette.responses import Response
 
 from handler import engine
-from handler.metrics import BatchStats, Kind, Sample, samples
-from rayserve.archive import Archive
+from handler.metrics import Kind, Sample, samples
+from rayserve import wire
+from rayserve.archive import Archive, replica_limit
+from rayserve.ingress import Gate, Keys, receive, respond
 from rayserve.wire import Answer
 
 logger = logging.getLogger(__name__)
 
+#: Ray's own gauge (`ray_video_replica_waiting`, alert RayServeQueueFilling): requests a replica
+#: holds beyond a running batch and a filling one when a batch starts; 503 past `job_queue_size`.
+WAITING = "video_replica_waiting"
 #: The longest `batch_wait_timeout_s` a tuning may ask for (TorchServe takes any; 10 s is absurd for video).
 MAX_DELAY_MS = 10_000
 
@@ -32,15 +44,17 @@ MAX_DELAY_MS = 10_000
 class Model:
     """A replica of one model: its archive unpacked, the core loaded on its device."""
 
-    def __init__(self, mar: str) -> None:
+    def __init__(self, mar: str, gate: Gate) -> None:
         _log_to_replica_file()
         archive = Archive.read(Path(mar))
         folder = archive.unpack()
         gpus = _assigned_gpus()
-        self.name = archive.name
+        self.name, self.version = archive.name, archive.version
         self.served = engine.load(folder, archive.manifest, archive.yaml_config,
                                   engine.device_for(0 if gpus else None))
+        self.gate, self.keys = gate, Keys(gate.key_file)
         self.batch_size = 1
+        self.held = 0  # requests in this replica: waiting, batching or running
         self._metrics: dict[str, metrics.Counter | metrics.Gauge] = {}
 
     def reconfigure(self, user_config: Mapping[str, Any]) -> None:
@@ -57,21 +71,51 @@ class Model:
         batcher.set_batch_wait_timeout_s(delay_ms / 1000)
         logger.info("%s: batches of up to %d requests, %.0f ms delay", self.name, size, delay_ms)
 
-    async def __call__(self, item: Mapping[str, object], headers: Mapping[str, object]) -> Answer:
-        answer: Answer = await self.run_batch((item, headers))
+    async def __call__(self, request: Request) -> Response:
+        """`POST|PUT /predictions/{model}[/{version}]`, straight from Serve's proxy."""
+        return await respond(request, self._http, f"the {self.name} replica")
+
+    async def _http(self, request: Request) -> Answer:
+        if not self.keys.accepts(wire.bearer(request.headers)):
+            return wire.invalid_key()
+        found = wire.PREDICTIONS.match(request.url.path)
+        if request.method not in ("POST", "PUT") or found is None or found.group(1) != self.name:
+            return wire.not_found()
+        if found.group(2) is not None and found.group(2) != self.version:
+            return wire.model_not_found(self.name, found.group(2))
+        received = await receive(request, self.gate.max_request_size, predictions=True)
+        if isinstance(received, Answer):
+            return received
+        return await self.infer(*received)
+
+    async def infer(self, item: Mapping[str, object], headers: Mapping[str, object]) -> Answer:
+        """One request's answer (also `doors`' call by handle): 503 when the replica is full, 504
+        past `responseTimeout` (the request leaves the batch queue)."""
+        limit = replica_limit(self.batch_size, self.gate.queue)
+        if self.held >= limit:
+            return wire.queue_full(self.name, limit)
+        self.held += 1
+        try:
+            answer: Answer = await asyncio.wait_for(self.run_batch((item, headers)), self.gate.timeout_s)
+        except TimeoutError:
+            return wire.timed_out(self.name, self.gate.timeout_s)
+        finally:
+            self.held -= 1
         return answer
 
     @serve.batch(max_batch_size=1, batch_wait_timeout_s=0.0)
     async def run_batch(self, requests: list[engine.Item]) -> list[Answer]:
+        # The replica's own queue when a batch starts: what it holds beyond this batch and the next.
+        waiting = Sample(WAITING, Kind.GAUGE, max(0, self.held - 2 * self.batch_size))
         # In a thread: the replica's event loop keeps taking requests (and health checks) meanwhile.
         responses, stats = await asyncio.to_thread(engine.handle, self.served, requests, self.name)
-        self._emit(stats)
+        self._emit([waiting, *samples(stats, self.batch_size)])
         return [Answer(response.status, response.body) for response in responses]
 
-    def _emit(self, stats: BatchStats) -> None:
+    def _emit(self, updates: list[Sample]) -> None:
         """Never fails a request: an emission error is logged and dropped."""
         try:
-            for sample in samples(stats, self.batch_size):
+            for sample in updates:
                 tags = {"ModelName": self.name, "Level": "Model", **dict(sample.dimensions)}
                 metric = self._metric(sample)
                 if isinstance(metric, metrics.Gauge):
@@ -86,7 +130,8 @@ class Model:
         if found is None:
             keys: Any = ("ModelName", "Level", *(name for name, _ in sample.dimensions))  # Ray types it tuple[str]
             kind = metrics.Counter if sample.kind is Kind.COUNTER else metrics.Gauge
-            found = self._metrics[sample.name] = kind(sample.name, description=f"{sample.name} (handler/metrics.yaml)",
+            where = "rayserve/model.py" if sample.name == WAITING else "handler/metrics.yaml"
+            found = self._metrics[sample.name] = kind(sample.name, description=f"{sample.name} ({where})",
                                                       tag_keys=keys)
         return found
 

@@ -65,6 +65,17 @@ def too_large(size: int, limit: int) -> Answer:
                         f"the request is {size} bytes, over max_request_size = {limit} (config.properties)")
 
 
+def timed_out(model: str, timeout_s: float) -> Answer:
+    return Answer.error(504, "ResponseTimeout", f"{model} did not answer within responseTimeout = "
+                        f"{timeout_s:g} s; the request was cancelled")
+
+
+def queue_full(model: str, limit: int) -> Answer:
+    return Answer.error(503, "ServiceUnavailableException",
+                        f"{model}'s replica holds {limit} requests, its limit (a running batch, a filling one and "
+                        "job_queue_size in config.properties): retry later, or add replicas (maxWorkers)")
+
+
 async def item(request: Request, body: bytes, predictions: bool) -> tuple[dict[str, object], dict[str, object]]:
     """The request as TorchServe's worker hands it: the item dict and the header map (each
     parameter's Content-Type, then the request's headers, which win, as in ts/service.py)."""

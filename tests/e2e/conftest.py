@@ -106,7 +106,8 @@ def ray_cluster(tmp_path_factory):
 def ray_serve(ray_cluster, archives, planted_store, tmp_path_factory):
     """The shipped `frame_quality` and `face_detector` archives on the cluster, as `video-ray` serves
     them, beside two archives of the same model whose YAML asks for two replicas
-    (`frame_quality_spread`) and for one to three (`frame_quality_auto`, batches of 4), and the
+    (`frame_quality_spread`) and for one to three (`frame_quality_auto`, batches of 4), the face
+    detector in batches of 1 with a 2 s `responseTimeout` (`face_detector_hurried`), and the
     planted detector of the tracking tests (`planted_tracks`)."""
     import zipfile
 
@@ -126,6 +127,13 @@ def ray_serve(ray_cluster, archives, planted_store, tmp_path_factory):
                   "maxBatchDelay": 20}
         (tmp / f"{name}.yaml").write_text(yaml.safe_dump(config))
         build_archives(store, name, str(tmp / "frame_quality.pt"), str(tmp / f"{name}.yaml"))
+    with zipfile.ZipFile(archives / "face_detector.mar") as mar:
+        for file in ("face_detector.pt", "face_detector_labels.txt"):
+            (tmp / file).write_bytes(mar.read(file))
+        faces = {**yaml.safe_load(mar.read("face_detector.yaml")), "batchSize": 1, "maxBatchDelay": 0,
+                 "responseTimeout": 2}
+    (tmp / "face_detector_hurried.yaml").write_text(yaml.safe_dump(faces))
+    build_archives(store, "face_detector_hurried", str(tmp / "face_detector.pt"), str(tmp / "face_detector_hurried.yaml"))
     properties = tmp / "config.properties"
     properties.write_text(f"model_store={store}\nload_models=all\njob_queue_size=100\n"
                           "max_request_size=209715200\n")

@@ -2,7 +2,7 @@
 (no CPUs: it holds the HTTP proxy, Serve's controller and the ingress) and two workers (the model
 replicas), each its own `ray start --block` process group, so a test can SIGKILL a node whole.
 
-Serve deploys `rayserve.app:build` there, the way `video-ray start` does; `RayServe` answers the
+Serve deploys the applications of `rayserve.deploy.config` there, the way `video-ray start` does; `RayServe` answers the
 same questions a test asks of `tests.e2e.server.TorchServe` (address, key, metrics).
 """
 
@@ -21,6 +21,7 @@ from typing import Any
 
 import requests
 
+from rayserve.deploy import app_name
 from tsutil import prom
 
 #: Each node's object store: the tests' frames are small; Ray's default takes 30% of memory per node.
@@ -114,7 +115,7 @@ class RayCluster:
 
         nodes = self.alive_nodes()
         return sorted(nodes.get(actor["Address"]["NodeID"], "?") for actor in state.actors().values()
-                      if actor["State"] == "ALIVE" and actor["ActorClassName"] == f"ServeReplica:video:{deployment}")
+                      if actor["State"] == "ALIVE" and actor["ActorClassName"] == f"ServeReplica:{app_name(deployment)}:{deployment}")
 
     def metric(self, node: str, name: str, **labels: str) -> float:
         """The sum of series `name` with these labels on one node's metrics port."""
@@ -135,7 +136,7 @@ class RayCluster:
 
 
 class RayServe:
-    """The application `rayserve.app:build` made on a cluster: what a test sends to and reads."""
+    """The applications `rayserve.deploy` made on a cluster: what a test sends to and reads."""
 
     def __init__(self, cluster: RayCluster, workdir: Path, args: dict[str, Any], port: int) -> None:
         from rayserve import deploy
@@ -161,17 +162,21 @@ class RayServe:
     def auth(self, api: str = "inference") -> dict[str, str]:
         return {"Authorization": f"Bearer {self.key(api)}"}
 
-    def batch_requests(self, model: str) -> list[int]:
-        """Requests per batch of `model`, from the handler's per-batch log line in its replicas' logs."""
+    def replica_logs(self, model: str) -> list[str]:
+        """The text of each replica's Serve log file that `model` ever had (one file per replica)."""
         import ray
 
-        logs = Path(ray._private.worker._global_node.get_logs_dir_path())
-        found = []
-        for path in sorted(logs.glob("worker-*.err")) + sorted(logs.glob("serve/replica_video_*.log")):
-            text = path.read_text(errors="replace")
-            if f"ServeReplica:video:{model}" in text or f"replica_video_{model}_" in path.name:
-                found += [int(n) for n in re.findall(r"batch: (\d+) requests", text)]
-        return found
+        logs = Path(ray._private.worker._global_node.get_logs_dir_path()) / "serve"
+        return [path.read_text(errors="replace") for path in sorted(logs.glob(f"replica_{app_name(model)}_{model}_*.log"))]
+
+    def batch_requests(self, model: str) -> list[int]:
+        """Requests per batch of `model`, from the handler's per-batch log line in its replicas' logs."""
+        return [int(n) for text in self.replica_logs(model) for n in re.findall(r"batch: (\d+) requests", text)]
+
+    def batch_limits(self, model: str) -> list[list[int]]:
+        """Per replica, the batch sizes it was configured with, in order (`Model.reconfigure`'s line)."""
+        return [[int(n) for n in re.findall(r"batches of up to (\d+) requests", text)]
+                for text in self.replica_logs(model)]
 
 
 def _own_ports(base: int) -> list[str]:

@@ -429,7 +429,8 @@ RAY_CLUSTER = RAY["spec"]["rayClusterConfig"]
 RAY_GROUPS = [RAY_CLUSTER["headGroupSpec"], *RAY_CLUSTER["workerGroupSpecs"]]
 [RAY_WORKERS] = RAY_CLUSTER["workerGroupSpecs"]
 SERVE = yaml.safe_load(RAY["spec"]["serveConfigV2"])
-[RAY_APP] = SERVE["applications"]
+RAY_APPS = {app["name"]: app for app in SERVE["applications"]}
+RAY_DOORS = RAY_APPS.pop("video")  # the rest: one application per model
 IMAGE_HOME = re.search(r"^WORKDIR (/home/model-server)$", DOCKERFILE, re.M)[1]
 RESPONSE_TIMEOUT = max(v["responseTimeout"] for m in MODELS.values() for v in m.values())
 
@@ -462,20 +463,26 @@ def test_the_serve_config_is_valid_for_ray_and_serves_the_repo_archives():
     from ray.serve.schema import ServeDeploySchema
 
     from rayserve import app
+    from rayserve.deploy import app_name
 
     ServeDeploySchema.model_validate(SERVE)  # Ray's own schema for `serve deploy` / serveConfigV2
-    assert RAY_APP["import_path"] == "rayserve.app:build" and callable(app.build)
-    args = RAY_APP["args"]
-    assert set(args) <= app._ARGS
-    # The image's copies of config.properties and the archives (deploy/Dockerfile).
-    assert args["config"] == f"{IMAGE_HOME}/config.properties"
-    assert args["model_store"] == f"{IMAGE_HOME}/{BASE['model_store']}"
-    # Every override names a deployment that build() makes (Serve refuses the app otherwise):
-    # one per archive of load_models, named after its model, and the ingress `doors`.
+    assert RAY_DOORS["import_path"] == "rayserve.app:doors" and RAY_DOORS["route_prefix"] == "/"
+    assert callable(app.doors) and callable(app.model)
+    # One application per archive of load_models, as rayserve.deploy.config writes them: its model's
+    # name, route and builder, and an override naming the deployment model() makes (Serve refuses
+    # the app otherwise).
     names = {name for name, versions in MODELS.items()
              for v in versions.values() if v["marName"] in ARCHIVES}
-    overridden = {d["name"] for d in RAY_APP["deployments"]}
-    assert overridden == names and len(names) == len(ARCHIVES)
+    assert set(RAY_APPS) == {app_name(name) for name in names} and len(names) == len(ARCHIVES)
+    for each in RAY_APPS.values():
+        model = each["args"]["model"]
+        assert each["name"] == app_name(model) and each["route_prefix"] == f"/predictions/{model}"
+        assert each["import_path"] == "rayserve.app:model" and [d["name"] for d in each["deployments"]] == [model]
+    for args in [RAY_DOORS["args"], *(each["args"] for each in RAY_APPS.values())]:
+        assert set(args) <= app._ARGS
+        # The image's copies of config.properties and the archives (deploy/Dockerfile).
+        assert args["config"] == f"{IMAGE_HOME}/config.properties"
+        assert args["model_store"] == f"{IMAGE_HOME}/{BASE['model_store']}"
 
 
 def test_the_ray_http_address_ports_and_timeouts_agree():
@@ -493,7 +500,8 @@ def test_the_ray_http_address_ports_and_timeouts_agree():
 
 
 def test_the_ray_ingress_reads_its_key_from_the_inference_token_secret():
-    directory, _, file = RAY_APP["args"]["key_file"].rpartition("/")
+    [key_file] = {each["args"]["key_file"] for each in [RAY_DOORS, *RAY_APPS.values()]}
+    directory, _, file = key_file.rpartition("/")
     token_secret = CONTAINERS["auth-proxy"]["env"][0]["valueFrom"]["secretKeyRef"]["name"]
     for group in RAY_GROUPS:  # the ingress may run on any node
         spec = group["template"]["spec"]
@@ -525,7 +533,7 @@ def test_the_ray_ingress_follows_a_kubelet_rotation_of_the_mounted_key(tmp_path)
 
 
 def test_one_replica_of_every_model_fits_one_gpu_worker_and_none_runs_on_the_head():
-    options = [d["ray_actor_options"] for d in RAY_APP["deployments"]]
+    options = [d["ray_actor_options"] for each in RAY_APPS.values() for d in each["deployments"]]
     resources = _ray_container(RAY_WORKERS)["resources"]
     assert sum(o["num_gpus"] for o in options) <= int(resources["limits"]["nvidia.com/gpu"])
     assert sum(o["num_cpus"] for o in options) <= float(resources["limits"]["cpu"])

@@ -11,7 +11,7 @@ import yaml
 from starlette.requests import Request
 
 from rayserve import wire
-from rayserve.archive import Archive, ArchiveError, Properties, Settings
+from rayserve.archive import Archive, ArchiveError, Properties, Settings, replica_limit
 from rayserve.ingress import Keys
 from rayserve.node import keep_loopback
 
@@ -19,8 +19,10 @@ from rayserve.node import keep_loopback
 def test_settings_map_to_serve_options_one_to_one():
     settings = Settings.of({"batchSize": 32, "maxBatchDelay": 50, "minWorkers": 2, "maxWorkers": 2,
                             "responseTimeout": 90, "deviceType": "gpu"}, "x.mar")
-    options = settings.deployment_options(max_queued=100, num_cpus=0.5)
-    assert options == {"max_ongoing_requests": 64, "max_queued_requests": 100, "num_replicas": 2,
+    options = settings.deployment_options(queue=100, num_cpus=0.5)
+    # The replica refuses past 2 x 32 + 100 itself, with TorchServe's JSON; Serve's bounds stay above.
+    assert replica_limit(32, 100) == 164
+    assert options == {"max_ongoing_requests": 328, "max_queued_requests": 100, "num_replicas": 2,
                        "ray_actor_options": {"num_cpus": 0.5, "num_gpus": 1},
                        "user_config": {"batch_size": 32, "max_batch_delay_ms": 50.0}}
     assert settings.response_timeout_s == 90 and settings.warnings("m") == []
@@ -29,11 +31,11 @@ def test_settings_map_to_serve_options_one_to_one():
 def test_workers_that_differ_autoscale_and_defaults_are_torchserves():
     options = Settings.of({"minWorkers": 1, "maxWorkers": 3, "batchSize": 4}, "x.mar").deployment_options(10, 1)
     assert options["autoscaling_config"] == {"min_replicas": 1, "max_replicas": 3, "target_ongoing_requests": 4}
-    assert "num_replicas" not in options and options["max_ongoing_requests"] == 8
+    assert "num_replicas" not in options and options["max_ongoing_requests"] == 2 * (8 + 10)
     default = Settings.of({}, "x.mar")
     assert (default.batch_size, default.max_batch_delay_ms, default.min_workers, default.response_timeout_s,
             default.gpu) == (1, 100, 1, 120, False)
-    assert default.deployment_options(10, 1)["max_ongoing_requests"] == 5
+    assert default.deployment_options(10, 1)["max_ongoing_requests"] == 2 * (5 + 10)  # at least 5, as Serve's
 
 
 def test_every_setting_without_a_ray_meaning_is_named():
