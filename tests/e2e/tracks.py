@@ -62,7 +62,9 @@ def all_left(ingest: Ingest, camera: str) -> bool:
 
 
 def track_ids(answers: list[dict], label: str) -> list[int]:
-    return [d["track_id"] for a in answers for d in a["detections"] if d["label"] == label]
+    """The track ids `label` got in the frames answered 200 (an error line, e.g. a frame the busy
+    machine answered 504 StaleFrame, has no detections)."""
+    return [d["track_id"] for a in answers if a["status"] == 200 for d in a["detections"] if d["label"] == label]
 
 
 def connections(answers: list[dict]) -> list[list[dict]]:
