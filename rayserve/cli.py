@@ -9,7 +9,7 @@ on TorchServe.
 
 `start` starts a one-node Ray cluster on 127.0.0.1 (or joins `--address`), writes `key_file.json`
 (TorchServe's shape, mode 0600) when it is missing, deploys an application per model and `doors` from a Serve config
-(`rayserve.deploy`; the args stay in `video-ray.json` for `tune`), waits until every model answers
+(`rayserve.deploy`; the args stay in `video-ray.json` for `tune` until `stop`), waits until every model answers
 and prints a working curl. Everything listens on 127.0.0.1 unless told otherwise.
 """
 
@@ -164,6 +164,7 @@ def stop(args: argparse.Namespace) -> int:
               "this machine)", file=sys.stderr)
         return 0
     stopped = stop_session(node["session"], node["address"])
+    deploy.STATE.unlink(missing_ok=True)  # its args, tuning and node are gone with it
     print(f"video-ray: stopped the Ray node at {node['address']} ({node['session']}, {stopped} processes)")
     return 0
 
