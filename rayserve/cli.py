@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     begin.add_argument("--address", help="join this Ray cluster instead of starting one")
     begin.add_argument("--gcs-port", type=int, default=GCS_PORT, help="the port of the cluster start makes")
     begin.add_argument("--replica-cpus", type=float, default=1.0, help="Ray CPUs per model replica")
-    begin.add_argument("--ingress-replicas", type=int, default=1, help="replicas of the ingress (default: 1)")
+    begin.add_argument("--ingress-replicas", type=int, default=1, help="replicas of `doors`, the application on / (OIP, /ping, metadata; default: 1)")
     begin.add_argument("--key-file", default="key_file.json", help="the keys (written when missing)")
     begin.add_argument("--disable-token-auth", action="store_true", help="serve without keys (not recommended)")
     begin.add_argument("--timeout", type=float, default=300, help="seconds to wait for every model")

@@ -1,5 +1,5 @@
 """A real Ray cluster of three nodes on this machine, on loopback, for end-to-end tests: a head
-(no CPUs: it holds the HTTP proxy, Serve's controller and the ingress) and two workers (the model
+(no CPUs: it holds the HTTP proxy, Serve's controller and `doors`) and two workers (the model
 replicas), each its own `ray start --block` process group, so a test can SIGKILL a node whole.
 
 Serve deploys the applications of `rayserve.deploy.config` there, the way `video-ray start` does; `RayServe` answers the
