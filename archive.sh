@@ -6,8 +6,8 @@
 #                                                  frame_quality_stream, fixed_batch_cnn,
 #                                                  face_detector (MTCNN)
 #   ./archive.sh NAME MODEL_FILE CONFIG_YAML [VERSION] [--model-file MODULE.py]
-#                                                  your own model: a TorchScript (.pt) or
-#                                                  torch.export (.pt2) file, or with --model-file
+#                                                  your own model: a TorchScript (.pt),
+#                                                  torch.export (.pt2) or ONNX (.onnx) file, or with --model-file
 #                                                  (one nn.Module class) its state dict (.pth,
 #                                                  .pt), and a model-config YAML with a `handler:`
 #                                                  section; its `labels:` file, beside the YAML,
@@ -40,8 +40,8 @@ package() {
     esac
   else
     case $model in
-      *.pt|*.ts|*.torchscript|*.pt2) ;;
-      *) die "cannot package $model: use a TorchScript (.pt) or torch.export (.pt2) file, or a state dict with --model-file" ;;
+      *.pt|*.ts|*.torchscript|*.pt2|*.onnx) ;;
+      *) die "cannot package $model: use a TorchScript (.pt), torch.export (.pt2) or ONNX (.onnx) file, or a state dict with --model-file" ;;
     esac
   fi
   # Check the handler: section now rather than at worker start; it names the labels file.

@@ -4,7 +4,7 @@
 # to pytest in .venv alone, without the lint and the vision tests, e.g. ./test.sh tests/unit -x
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
-export EXTRAS=test,ray  # the Ray Serve engine's tests too (rayserve/)
+export EXTRAS=test,ray,onnx  # the Ray Serve engine's tests too (rayserve/), and ONNX Runtime's
 . scripts/setup.sh
 if (($# > 0)); then
   exec python -m pytest "$@"

@@ -21,9 +21,9 @@ from handler.device import bind
 from handler.doors import route
 from handler.doors.wire import Response
 from handler.errors import FrameError, InternalError, ModelNotLoaded
-from handler.loading import MissingOperator, load_model
+from handler.loading import CannotLoad, load_model
 from handler.metrics import BatchStats
-from handler.pipeline import Pipeline
+from handler.pipeline import Pipeline, intra_op_threads
 from handler.tasks.labels import from_names, read_labels
 from handler.video import describe_decoder
 
@@ -76,13 +76,16 @@ def load(model_dir: str, manifest: Mapping[str, Any], yaml_config: Mapping[str, 
     model_file = manifest.get("modelFile")
     try:
         loaded = load_model(os.path.join(model_dir, serialized), device,
-                            os.path.join(model_dir, model_file) if model_file else None)
-    except MissingOperator as err:
+                            os.path.join(model_dir, model_file) if model_file else None,
+                            intra_op_threads(config.resolved(cuda=device.type == "cuda").threads))
+    except CannotLoad as err:
         # Failing the load would have the engine restart the worker in a loop, each request
         # waiting out its timeout; answering every request with the reason at once is better.
         logger.error("the model cannot load: %s. Every request is answered 500 ModelNotLoaded "
                      "until this is fixed", err)
         return Served(config, device, None, ModelNotLoaded(str(err)))
+    if loaded.graph is not None:  # an ONNX graph decides its batch, size and output names
+        config = HandlerConfig.from_mapping(loaded.graph.settings((yaml_config or {}).get("handler")))
     labels = read_labels(os.path.join(model_dir, config.labels)) if config.labels \
         else from_names(loaded.metadata.get("names"))
     pipeline = Pipeline(loaded.model, config, device, labels=labels, metadata=loaded.metadata)

@@ -1,5 +1,6 @@
-"""Loads a model onto a device: TorchScript (`.pt`, `.ts`), `torch.export` (`.pt2`), or TorchServe's
-eager mode (a `--model-file` defining one `nn.Module` class, and its state dict).
+"""Loads a model onto a device: TorchScript (`.pt`, `.ts`), `torch.export` (`.pt2`), ONNX (`.onnx`,
+through ONNX Runtime: `handler.onnx_model`), or TorchServe's eager mode (a `--model-file` defining
+one `nn.Module` class, and its state dict).
 
 torchvision, where installed, is imported first: TorchScript and `torch.export` programs of its
 detectors call its ops (`torchvision::nms`, `torchvision::roi_align`), which exist only once it is.
@@ -17,9 +18,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from handler.onnx_model import Graph
 
 logger = logging.getLogger(__name__)
 
@@ -29,17 +33,24 @@ _OP_PACKAGES = {"torchvision": "torchvision (the build that matches torch)", "to
                 "quantized": "a torch build with quantized kernels"}
 
 
-class MissingOperator(RuntimeError):
+class CannotLoad(RuntimeError):
+    """The model cannot load in this worker; the message says why and what to do. The engine
+    answers every request 500 `ModelNotLoaded` with it rather than restarting the worker."""
+
+
+class MissingOperator(CannotLoad):
     """The model calls an operator that no installed package registered."""
 
 
 @dataclass(frozen=True, slots=True)
 class Loaded:
-    """A loaded model and what its file says of itself (Ultralytics' `config.txt`: `names`,
-    `imgsz`, `stride`, `task`, `kpt_shape`)."""
+    """A loaded model and what its file says of itself (Ultralytics' `config.txt` or ONNX
+    `metadata_props`: `names`, `imgsz`, `stride`, `task`, `kpt_shape`); an ONNX graph's declared
+    input and outputs (`graph`), which decide settings (`Graph.settings`)."""
 
     model: Callable[..., Any]
     metadata: dict[str, Any] = field(default_factory=dict)
+    graph: Graph | None = None
 
 
 @cache
@@ -54,7 +65,8 @@ def register_ops() -> None:
         import torchvision  # noqa: F401
 
 
-def load_model(path: str | pathlib.Path, device: torch.device, model_file: str | pathlib.Path | None = None) -> Loaded:
+def load_model(path: str | pathlib.Path, device: torch.device, model_file: str | pathlib.Path | None = None,
+               threads: int = 1) -> Loaded:
     """The model in `path`, in eval mode, on `device`.
 
     Args:
@@ -62,13 +74,19 @@ def load_model(path: str | pathlib.Path, device: torch.device, model_file: str |
         device: where it runs.
         model_file: TorchServe's `--model-file`: a Python file defining one `nn.Module` class,
             built without arguments (eager mode).
+        threads: an ONNX Runtime session's intra-op threads on the CPU.
 
     Raises:
-        MissingOperator: the program calls an operator nothing registered, naming it and what
-            to install.
+        CannotLoad: the program calls an operator nothing registered (`MissingOperator`), or
+            an ONNX graph cannot run here; naming what to install or change.
         ValueError: the file's suffix is not one this handler loads.
     """
     path = pathlib.Path(path)
+    if path.suffix == ".onnx" and model_file is None:
+        from handler import onnx_model
+
+        model, metadata = onnx_model.load(str(path), device, threads)
+        return Loaded(model, metadata, model.graph)
     register_ops()
     try:
         if model_file is not None:
@@ -83,7 +101,8 @@ def load_model(path: str | pathlib.Path, device: torch.device, model_file: str |
         raise _missing_operator(err) or err from None
     raise ValueError(
         f"cannot load {path.name}: package a TorchScript file (.pt, from torch.jit.script or "
-        "torch.jit.trace), a torch.export program (.pt2, from torch.export.save), or a state dict "
+        "torch.jit.trace), a torch.export program (.pt2, from torch.export.save), an ONNX graph "
+        "(.onnx), or a state dict "
         "with the --model-file that defines its module"
     )
 

@@ -202,8 +202,16 @@ def _limit_intra_op_threads(decode_threads: int) -> None:
     """
     if "OMP_NUM_THREADS" in os.environ:
         return
-    cap = max(1, len(os.sched_getaffinity(0)) // max(1, decode_threads))
+    cap = intra_op_threads(decode_threads)
     if torch.get_num_threads() > cap:
         logger.info("torch intra-op threads: %d -> %d (%d decode threads)", torch.get_num_threads(), cap,
                     decode_threads)
         torch.set_num_threads(cap)
+
+
+def intra_op_threads(decode_threads: int) -> int:
+    """A forward's threads: the CPUs per decode thread (`OMP_NUM_THREADS` where set), for torch and
+    for an ONNX Runtime session alike."""
+    if os.environ.get("OMP_NUM_THREADS", "").isdigit():
+        return max(1, int(os.environ["OMP_NUM_THREADS"]))
+    return max(1, len(os.sched_getaffinity(0)) // max(1, decode_threads))
