@@ -79,6 +79,9 @@ class ChunkRunner:
         self._fill = fill or DeviceFill(device_jpeg(config, device))
         self._normalizer = Normalizer(config.normalize, device)
         self._head = head or RawHead(config.output_names, config.dense_outputs)
+        # A model that takes contiguous [N, 3, H, W] on the CPU (an ONNX graph) gets the chunk
+        # collated channel-first: its buffer as is, no transposing copy before the forward.
+        self._planar = device.type == "cpu" and bool(getattr(model, "planar", False))
         # The chunks' own stream, non-blocking: FFmpeg copies NVDEC's pictures on the legacy
         # default stream, and a decode thread waiting for its frame must not wait for forwards.
         self._stream: torch.cuda.Stream | None = None  # made at the first chunk
@@ -187,8 +190,9 @@ class ChunkRunner:
         # Large chunks are copied (and converted to float on CPU) by the decode threads in parallel.
         parallel = self._parallel if placement.tensor_pixels >= _PARALLEL_COLLATE_PIXELS else map
         later = self._fill.rows(frames)
-        out = self._staging.take((placement.rows, *placement.slot, 3))
-        batch = collate(frames, placement, out, parallel, later, self._config.pad_value)
+        rows, (h, w) = placement.rows, placement.slot
+        out = self._staging.take((rows, 3, h, w) if self._planar else (rows, h, w, 3))
+        batch = collate(frames, placement, out, parallel, later, self._config.pad_value, self._planar)
         if self._stream is None and self._device.type == "cuda":
             self._stream = torch.cuda.Stream(self._device)  # type: ignore[no-untyped-call]
         with torch.inference_mode(), _on(self._stream):
@@ -200,7 +204,7 @@ class ChunkRunner:
         """Normalise, forward, and gather what the task needs of the outputs: no per-frame host
         sync in here (`settle`: the dummy chunk at `initialize`, which fixes `format: auto`)."""
         placement = batch.placement
-        x = self._normalizer(pixels)
+        x = self._normalizer(pixels, batch.planar)
         sizes = None
         if self._config.pass_sizes:
             padded = [placement.slot] * (placement.rows - len(batch))

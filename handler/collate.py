@@ -25,15 +25,19 @@ class PaddedBatch:
     """Frames copied into one allocation, each at its corner of its slot (`placement.offsets`).
 
     Attributes:
-        tensor: `Tensor[R, H, W, 3]` (uint8, or float32 when collated for a CPU model),
-            R = placement.rows; rows past the frames and pixels outside a frame are `pad_value`.
+        tensor: `Tensor[R, H, W, 3]` (uint8, or float32 when collated for a CPU model), or
+            `Tensor[R, 3, H, W]` float32 when `planar`; R = placement.rows; rows past the
+            frames and pixels outside a frame are `pad_value`.
         placement: the layout's answer for this chunk (slot, rows, sizes, original sizes).
         failed: rows whose deferred frame could not be decoded (their slot is zero).
+        planar: collated channel by channel, for a model that takes contiguous `[N, 3, H, W]`
+            (an ONNX graph on the CPU): it gets this buffer as is.
     """
 
     tensor: torch.Tensor
     placement: Placement
     failed: dict[int, FrameError] = field(default_factory=dict)
+    planar: bool = False
 
     def __len__(self) -> int:
         return len(self.placement.sizes)
@@ -41,8 +45,8 @@ class PaddedBatch:
 
 def collate(frames: Sequence[Frame], placement: Placement, out: torch.Tensor | None = None,
             parallel: Callable[[Callable[[int], None], range], Iterable[None]] = map,
-            later: frozenset[int] = frozenset(), pad_value: int = 0) -> PaddedBatch:
-    """Copies frames into one `[rows, H, W, 3]` tensor: one allocation, one copy each.
+            later: frozenset[int] = frozenset(), pad_value: int = 0, planar: bool = False) -> PaddedBatch:
+    """Copies frames into one `[rows, H, W, 3]` tensor (`[rows, 3, H, W]` when `planar`), one copy each.
 
     Args:
         frames: `[h, w, 3]` uint8 arrays of `placement.sizes`, or deferred frames decoded
@@ -53,6 +57,7 @@ def collate(frames: Sequence[Frame], placement: Placement, out: torch.Tensor | N
         parallel: a `map` that runs the (independent) per-row copies, e.g. a thread pool's.
         later: rows left as padding here, filled on the device after the upload (`handler.fills`).
         pad_value: every pixel outside a frame (Ultralytics trains with 114).
+        planar: `out` is `[rows, 3, H, W]`; each frame is copied into it channel-first.
 
     Raises:
         ValueError: a frame's size is not the one the placement gives it.
@@ -69,14 +74,15 @@ def collate(frames: Sequence[Frame], placement: Placement, out: torch.Tensor | N
         frame = frames[i] if i < len(frames) and i not in later else None
         if isinstance(frame, torch.Tensor):
             raise TypeError(f"row {i} is on the device: collate it `later`")
-        error = slots[i].fill(pad_value) if frame is None else _fill(
-            slots[i], frame, placement.sizes[i], placement.offset(i), pad_value)
+        slot = slots[i].transpose(1, 2, 0) if planar else slots[i]  # [H, W, 3], a view either way
+        error = slot.fill(pad_value) if frame is None else _fill(
+            slot, frame, placement.sizes[i], placement.offset(i), pad_value)
         if error is not None:
             failed[i] = error
 
     for _ in parallel(fill, range(placement.rows)):
         pass
-    return PaddedBatch(out, placement, failed)
+    return PaddedBatch(out, placement, failed, planar)
 
 
 def _fill(slot: np.ndarray, frame: np.ndarray | Deferred, size: tuple[int, int], offset: tuple[int, int],
@@ -141,13 +147,14 @@ class Normalizer:
             self._a = a.to(torch.float32).view(1, 3, 1, 1).to(device)
             self._b = b.to(torch.float32).view(1, 3, 1, 1).to(device)
 
-    def __call__(self, pixels: torch.Tensor) -> torch.Tensor:
-        """The model input, in channels-last memory format.
+    def __call__(self, pixels: torch.Tensor, planar: bool = False) -> torch.Tensor:
+        """The model input, in channels-last memory format (contiguous from a `planar` batch).
 
         Converting without transposing is one sequential pass, and convolutions run
         channels-last natively. A float32 input is normalised in place.
         """
-        x = pixels.to(torch.float32).permute(0, 3, 1, 2)
+        x = pixels.to(torch.float32)
+        x = x if planar else x.permute(0, 3, 1, 2)
         if self._a is not None and self._b is not None:
             x.mul_(self._a).sub_(self._b)
         return x

@@ -20,8 +20,8 @@ from handler.config import HandlerConfig
 from handler.device import bind
 from handler.doors import route
 from handler.doors.wire import Response
-from handler.errors import FrameError, InternalError, ModelNotLoaded
-from handler.loading import CannotLoad, load_model
+from handler.errors import CannotLoad, FrameError, InternalError, ModelNotLoaded
+from handler.loading import load_model
 from handler.metrics import BatchStats
 from handler.pipeline import Pipeline, intra_op_threads
 from handler.tasks.labels import from_names, read_labels

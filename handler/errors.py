@@ -7,6 +7,11 @@ class ConfigError(ValueError):
     """A `handler:` setting is invalid; raised once, at `initialize`."""
 
 
+class CannotLoad(RuntimeError):
+    """The model cannot load in this worker; the message says why and what to do. The engine
+    answers every request 500 `ModelNotLoaded` with it rather than restarting the worker."""
+
+
 class FrameError(Exception):
     """A request that cannot be served; carries the HTTP status it is answered with."""
 

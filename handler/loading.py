@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from handler.errors import CannotLoad
+
 if TYPE_CHECKING:
     from handler.onnx_model import Graph
 
@@ -31,11 +33,6 @@ _OP = re.compile(r"\b([A-Za-z_][\w.]*::[A-Za-z_]\w*)")
 #: Packages that register operators TorchScript and torch.export programs commonly call.
 _OP_PACKAGES = {"torchvision": "torchvision (the build that matches torch)", "torchaudio": "torchaudio",
                 "quantized": "a torch build with quantized kernels"}
-
-
-class CannotLoad(RuntimeError):
-    """The model cannot load in this worker; the message says why and what to do. The engine
-    answers every request 500 `ModelNotLoaded` with it rather than restarting the worker."""
 
 
 class MissingOperator(CannotLoad):

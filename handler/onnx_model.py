@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.utils.dlpack
 
-from handler.loading import CannotLoad
+from handler.errors import CannotLoad, ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -62,8 +62,6 @@ class Graph:
         Raises:
             ConfigError: a setting that contradicts the graph, naming both.
         """
-        from handler.errors import ConfigError
-
         values = dict(handler or {})
 
         def refuse(key: str, why: str) -> ConfigError:

@@ -1,4 +1,4 @@
-"""The README's "Your ONNX model" as written: its three lines in a copy of what they need (archive.sh,
+"""The README's ONNX model in three lines, as written: its three lines in a copy of what they need (archive.sh,
 handler/, config.properties with this run's ports, the shared .venv), with an Ultralytics-style
 graph as `model.onnx` and docs/models.md's `my_detector.yaml`; the detector answers, and
 `torchserve --stop` from that directory stops it."""
@@ -38,7 +38,7 @@ def test_the_readmes_three_lines_serve_an_onnx_detector(tmp_path):
                                                                properties.port_overrides(env_port_offset())))
     export(planted.Yolo(), repo / "model.onnx", 1, (640, 640), metadata=ULTRALYTICS)
     (repo / "my_detector.yaml").write_text(_block(support.ROOT / "docs" / "models.md", "`my_detector.yaml`", "yaml"))
-    lines = _block(support.ROOT / "README.md", "## Your ONNX model", "bash")
+    lines = _block(support.ROOT / "README.md", "An ONNX graph's batch", "bash")
     assert len(lines.strip().splitlines()) == 3
     env = {**os.environ, "TMPDIR": str(tmp_path)}  # torchserve's pid file, apart from other servers'
     inference = properties.parse((repo / "config.properties").read_text())["inference_address"]

@@ -221,3 +221,34 @@ def test_without_onnxruntime_every_request_says_what_to_install(tmp_path, caplog
     message = _refused(tmp_path, caplog)
     assert "the model is an ONNX graph and onnxruntime is not installed" in message
     assert 'pip install "video-frame-handler[onnx]"' in message
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["NCHW", "NHWC"])
+def test_onnx_runtime_reads_the_collated_chunk_itself_on_the_cpu(tmp_path, monkeypatch, channels_last):
+    """The array ONNX Runtime gets is the staging buffer the frames were collated into: an NCHW
+    graph's chunk is collated channel-first, an NHWC graph's is the chunk's own memory."""
+    export(planted.Classifier() if not channels_last else _ChannelsLast(), tmp_path / "m.onnx", None, None,
+           channels_last=channels_last)
+    served = _load(tmp_path, "m.onnx", {**SCALE})
+    model = served.pipeline._chunks._model
+    fed, run = [], model.session.run
+
+    def spy(names, feeds):
+        [array] = feeds.values()
+        fed.append((array.ctypes.data, array.flags.c_contiguous, array.shape))
+        return run(names, feeds)
+
+    seen = []
+    call = type(model).__call__
+    monkeypatch.setattr(model.session, "run", spy, raising=False)
+    monkeypatch.setattr(type(model), "__call__", lambda self, x: (seen.append(x.data_ptr()), call(self, x))[1])
+    frames = [support.frame(128, 192, seed=1), support.frame(128, 192, seed=2)]
+    answers, _ = _serve(served, frames)
+    assert [status for status, _ in answers] == [200, 200]
+    shape = (2, 128, 192, 3) if channels_last else (2, 3, 128, 192)
+    assert fed == [(seen[0], True, shape)]
+
+
+class _ChannelsLast(torch.nn.Module):
+    def forward(self, x):
+        return planted.Classifier()(x.permute(0, 3, 1, 2))

@@ -28,7 +28,7 @@ FLOORS = [
     ("decoding", ["handler.frames", "handler.jpeg", "handler.video", "handler.colour", "handler.probe_segment",
                   "handler.formats", "handler.limits"]),
     ("ground", ["handler", "handler.clip", "handler.config", "handler.device", "handler.errors", "handler.metrics",
-                "handler.loading", "handler.models", "handler.models.build", "handler.models.frame_quality",
+                "handler.loading", "handler.onnx_model", "handler.models", "handler.models.build", "handler.models.frame_quality",
                 "handler.models.fixed_batch_cnn", "handler.models.face_detector"]),
 ]
 FLOOR = {module: level for level, (_, modules) in enumerate(FLOORS) for module in modules}
