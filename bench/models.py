@@ -13,7 +13,10 @@ worker path without TorchServe):
 3. end to end through one real TorchServe (token auth on), interleaved closed-loop rounds: SSDlite
    with our handler and with TorchServe's stock `object_detector` handler; `task: raw` cannot
    answer a torchvision detector (its outputs are a list of dicts), so raw against detection is
-   the YOLO-format detector's.
+   the YOLO-format detector's;
+4. the same YOLO-format detector as an ONNX graph (`torch.onnx.export`, symbolic batch, 640x640)
+   through ONNX Runtime's CPU provider, in process and end to end beside its TorchScript row
+   (where onnxruntime and onnxscript are installed: the `onnx` and `test` extras).
 
 The machine may be shared: compare rows of one run, not runs.
 """
@@ -444,13 +447,18 @@ class Variant:
     planted: int | None = None  # detections a frame the model holds (YOLO), to check the answers
 
 
-def variants(batch: int, yolo10: Any, yolo100: Any, ssd: Any, ssd_thresholds: Sequence[tuple[int, float]]
-             ) -> list[Variant]:
-    """The in-process rows: YOLO at 10 and 100 detections and raw, SSDlite at about 10 and 100
-    (None for a model left out)."""
+ONNX_ROW = "detection k=10, ONNX"
+
+
+def variants(batch: int, yolo10: Any, yolo100: Any, ssd: Any, ssd_thresholds: Sequence[tuple[int, float]],
+             onnx10: Any = None) -> list[Variant]:
+    """The in-process rows: YOLO at 10 and 100 detections and raw (and at 10 as an ONNX graph),
+    SSDlite at about 10 and 100 (None for a model left out)."""
     out = []
     if yolo10 is not None:
         detect = {"task": "detection", "format": "yolo", "model_max_batch": batch, **LETTERBOX}
+        if onnx10 is not None:
+            out.append(Variant("yolo", ONNX_ROW, onnx10, detect, COCO, True, 10))
         out += [Variant("yolo", "detection k=10", yolo10, detect, COCO, True, 10),
                 Variant("yolo", "detection k=100", yolo100, detect, COCO, True, 100),
                 Variant("yolo", "raw (k=10)", yolo10, {"task": "raw", "model_max_batch": batch,
@@ -560,7 +568,7 @@ def measure(chosen: Sequence[Variant], bodies: Sequence[bytes], repeats: int,
 # End to end: one TorchServe (shipped config.properties, token auth on), the archives side by side.
 
 #: TorchServe model name -> (row model, row variant)
-SERVED = {"yolo_detection": ("yolo", "detection k=10"), "yolo_raw": ("yolo", "raw (k=10)"),
+SERVED = {"yolo_detection": ("yolo", "detection k=10"), "yolo_onnx": ("yolo", ONNX_ROW), "yolo_raw": ("yolo", "raw (k=10)"),
           "ssdlite_detection": ("ssdlite", "detection ~10 @0.5"),
           "ssdlite_threads": ("ssdlite", "detection, decode_threads 1"),
           "ssdlite_stock": ("ssdlite", "stock object_detector @0.5")}
@@ -576,7 +584,7 @@ def _batching(batch: int, delay_ms: int) -> dict[str, Any]:
 
 
 def build_archives(work: Path, yolo10: Any, ssd: nn.Module, ssd_threshold: float, batch: int,
-                   delay_ms: int) -> dict[str, Path]:
+                   delay_ms: int, onnx_file: Path | None = None) -> dict[str, Path]:
     """The archives of `SERVED`: ours (archive.sh: YOLO scripted, SSDlite eager with
     `--model-file`) and the stock `object_detector` on the same SSDlite files (its
     `index_to_name.json`)."""
@@ -605,6 +613,10 @@ def build_archives(work: Path, yolo10: Any, ssd: nn.Module, ssd_threshold: float
     (src / "stock.yaml").write_text(yaml.safe_dump(_batching(batch, delay_ms)))
     env = {**os.environ, "MODEL_STORE": str(store), "PYTHON": sys.executable,
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    if onnx_file is not None:  # the same detector as an ONNX graph, the same handler settings
+        (src / "yolo_onnx.yaml").write_text((src / "yolo_detection.yaml").read_text())
+        subprocess.run(["bash", str(ROOT / "archive.sh"), "yolo_onnx", str(onnx_file), str(src / "yolo_onnx.yaml")],
+                       check=True, env=env, stdout=subprocess.DEVNULL)
     for name, model, extra in (("yolo_detection", "yolo.pt", []), ("yolo_raw", "yolo.pt", []),
                                *((n, "ssdlite.pth", ["--model-file", str(src / "ssdlite_module.py")])
                                  for n in ("ssdlite_detection", "ssdlite_threads"))):
@@ -615,7 +627,7 @@ def build_archives(work: Path, yolo10: Any, ssd: nn.Module, ssd_threshold: float
                     "--handler", "object_detector", "--extra-files", str(src / "index_to_name.json"),
                     "--config-file", str(src / "stock.yaml"), "--export-path", str(store), "--force"],
                    check=True, env=env, stdout=subprocess.DEVNULL)
-    return {name: store / f"{name}.mar" for name in SERVED}
+    return {name: store / f"{name}.mar" for name in SERVED if (store / f"{name}.mar").exists()}
 
 
 def _overlay(names: Sequence[str], batch: int, delay_ms: int) -> str:
@@ -762,6 +774,25 @@ def _ssd_scores(model: nn.Module, pixels: Sequence[Any]) -> list[list[float]]:
     return [d["scores"].tolist() for d in found]
 
 
+def onnx_yolo(work: Path, net: YoloNet, progress: Callable[[str], None]) -> tuple[Path | None, Any]:
+    """The k=10 detector as an ONNX graph (symbolic batch, 640x640) and its ONNX Runtime session
+    as the handler loads it; (None, None) where onnxruntime or the exporter is not installed."""
+    from handler.errors import CannotLoad
+
+    try:
+        from handler.config import HandlerConfig
+        from handler.onnx_model import load
+        from handler.pipeline import intra_op_threads
+        from tests.onnx_export import export
+
+        path = export(Planted(net, 10).eval(), work / "yolo.onnx", None, (INPUT, INPUT))
+        model, _ = load(str(path), torch.device("cpu"), intra_op_threads(HandlerConfig().threads))
+    except (ImportError, CannotLoad) as err:
+        progress(f"no ONNX rows: {err} (pip install -e '.[onnx,test]')")
+        return None, None
+    return path, model
+
+
 def run(work: Path, models: Sequence[str] = MODELS, e2e: bool = True, repeats: int = 5, batch: int = 8,
         rounds: int = 2, seconds: float = 12.0, clients: int = 8, delay_ms: int = 50,
         port_offset: int | None = None, progress: Callable[[str], None] = lambda line: None
@@ -788,28 +819,30 @@ def run(work: Path, models: Sequence[str] = MODELS, e2e: bool = True, repeats: i
     pixels = [support.decoded(b) for b in bodies]
     yolo10 = yolo100 = ssd = None
     thresholds: list[tuple[int, float]] = []
+    onnx_file = onnx10 = None
     if "yolo" in models:
         net = yolo_net()
         yolo10, yolo100 = yolo(10, net), yolo(100, net)
+        onnx_file, onnx10 = onnx_yolo(work, net, progress)
     if "ssdlite" in models:
         ssd = ssdlite()
         thresholds = [(10, STOCK_THRESHOLD), (100, threshold_for(_ssd_scores(ssd, pixels), 100))]
     progress(f"models built; in process: batches of {batch} JPEG {WIDTH}x{HEIGHT} frames, {repeats} timed "
              f"repeats, torch intra-op threads as the handler sets them")
-    rows = measure(variants(batch, yolo10, yolo100, ssd, thresholds), bodies, repeats, progress)
+    rows = measure(variants(batch, yolo10, yolo100, ssd, thresholds, onnx10), bodies, repeats, progress)
     if ssd is not None:
         rows.append(Row("ssdlite", "detection, decode_threads 1", note="@0.5, torch on both CPUs: end to end only"))
         rows.append(Row("ssdlite", "stock object_detector @0.5", note="TorchServe's handler: end to end only"))
     if e2e:
         progress(f"end to end: one TorchServe, batchSize {batch}, maxBatchDelay {delay_ms} ms, {clients} "
                  f"closed-loop clients, {rounds} interleaved rounds of {seconds:g} s")
-        mars = build_archives(work, yolo10, ssd, STOCK_THRESHOLD, batch, delay_ms)
+        mars = build_archives(work, yolo10, ssd, STOCK_THRESHOLD, batch, delay_ms, onnx_file)
         serve(work, mars, bodies, rows, rounds, seconds, clients, batch, delay_ms, port_offset, progress)
     settings = {"models": list(models), "frames": f"{len(bodies)} JPEG {WIDTH}x{HEIGHT} (data/images)",
                 "batch": batch, "repeats": repeats, "e2e": e2e, "rounds": rounds, "seconds": seconds,
                 "clients": clients, "max_batch_delay_ms": delay_ms, "ssdlite_sharpen": SHARPEN,
                 "ssdlite_thresholds": thresholds, "torch_threads": torch.get_num_threads(),
-                "torch": torch.__version__}
+                "torch": torch.__version__, "onnx_file": str(onnx_file.name) if onnx_file else None}
     return rows, settings
 
 

@@ -71,9 +71,10 @@ def test_the_quick_run_answers_exactly_the_planted_detections(tmp_path, capsys):
     assert "detection post-processing + encoding under 5% of the forward:" in text
     data = json.loads(out.read_text())
     rows = {r["variant"]: r for r in data["rows"]}
-    assert set(rows) == {"detection k=10", "detection k=100", "raw (k=10)"}
+    assert set(rows) == {"detection k=10", "detection k=100", "raw (k=10)", models.ONNX_ROW}
     # Each planted object has 3 shifted duplicates that NMS must drop, in every frame of the batch.
     assert rows["detection k=10"]["detections"] == 10 and rows["detection k=100"]["detections"] == 100
+    assert rows[models.ONNX_ROW]["detections"] == 10  # the same detector through ONNX Runtime
     assert all(rows[v]["percent"] > 0 for v in ("detection k=10", "detection k=100"))
     assert rows["raw (k=10)"]["answer_bytes"] > 10 * rows["detection k=100"]["answer_bytes"]
     assert data["pass"] in (True, False)
