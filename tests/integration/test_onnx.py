@@ -8,6 +8,7 @@ import json
 import logging
 import sys
 
+import cv2
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -167,6 +168,25 @@ def test_a_uint8_channels_last_graph_gets_pixels_as_they_are(tmp_path):
         _load(tmp_path, "u8.onnx", {"task": "classification", **SCALE})
 
 
+class _Float16(torch.nn.Module):
+    """A float16 input (as a half-precision export takes), cast up for the CPU's kernels."""
+
+    def forward(self, x):
+        return planted.Classifier()(x.to(torch.float32))
+
+
+def test_a_float16_graph_gets_the_normalised_chunk_in_float16(tmp_path):
+    export(_Float16(), tmp_path / "f16.onnx", None, None, dtype=torch.float16)
+    assert ort.InferenceSession(str(tmp_path / "f16.onnx")).get_inputs()[0].type == "tensor(float16)"
+    served = _load(tmp_path, "f16.onnx", {"task": "classification", "activation": "none", **SCALE})
+    frame = planted.scene(64, 96, {2: (0, 0, 96, 32)})  # blue over the top half
+    [(status, answer)] = _serve(served, [frame])[0]
+    assert status == 200
+    blue = 10 * (0.5 * 255 + 0.5 * 40) / 255
+    assert answer["frames"][0]["classes"][0]["class_id"] == 2
+    assert answer["frames"][0]["classes"][0]["score"] == pytest.approx(blue, abs=1e-2)  # float16's precision
+
+
 @pytest.mark.parametrize(("setting", "message"), [
     ({"static_batch": 8}, r"handler.static_batch = 8 contradicts the ONNX graph's input 'images' \[16, 3, 640, 640\] "
                           r"float32: it takes exactly 16 frames"),
@@ -252,3 +272,60 @@ def test_onnx_runtime_reads_the_collated_chunk_itself_on_the_cpu(tmp_path, monke
 class _ChannelsLast(torch.nn.Module):
     def forward(self, x):
         return planted.Classifier()(x.permute(0, 3, 1, 2))
+
+
+def _ultralytics(frame, session, size=640, conf=0.25, iou=0.7):
+    """Ultralytics' predict path for a YOLO raw export, written out step by step (its package is
+    AGPL: never a dependency): `LetterBox` (centred, 114, `cv2.INTER_LINEAR`, the `- 0.1`
+    rounding of the borders), / 255, the graph, `non_max_suppression` (best class per anchor,
+    class offsets of 7680, greedy NMS) and `scale_boxes` (the same rounding, then clipped)."""
+    h, w = frame.shape[:2]
+    r = min(size / h, size / w)
+    new_w, new_h = int(round(w * r)), int(round(h * r))
+    dw, dh = (size - new_w) / 2, (size - new_h) / 2
+    img = cv2.resize(frame, (new_w, new_h), interpolation=cv2.INTER_LINEAR) if (w, h) != (new_w, new_h) else frame
+    top, bottom, left, right = int(round(dh - 0.1)), int(round(dh + 0.1)), int(round(dw - 0.1)), int(round(dw + 0.1))
+    img = cv2.copyMakeBorder(img, top, bottom, left, right, cv2.BORDER_CONSTANT, value=(114, 114, 114))
+    x = (img.transpose(2, 0, 1)[None] / 255).astype(np.float32)
+    rows_fixed = session.get_inputs()[0].shape[0]  # a fixed-batch graph takes exactly its batch
+    [pred] = session.run(None, {"images": np.repeat(x, rows_fixed if isinstance(rows_fixed, int) else 1, 0)})
+    rows = pred[0].T  # [A, 4 + nc]
+    scores, classes = rows[:, 4:].max(1), rows[:, 4:].argmax(1)
+    keep = scores > conf
+    rows, scores, classes = rows[keep], scores[keep], classes[keep]
+    boxes = np.concatenate([rows[:, :2] - rows[:, 2:4] / 2, rows[:, :2] + rows[:, 2:4] / 2], 1)
+    shifted = boxes + classes[:, None] * 7680.0
+    order, kept = list(np.argsort(-scores, kind="stable")), []
+    while order:
+        i = order.pop(0)
+        kept.append(i)
+        x1 = np.maximum(shifted[i, 0], shifted[order, 0])
+        y1 = np.maximum(shifted[i, 1], shifted[order, 1])
+        x2 = np.minimum(shifted[i, 2], shifted[order, 2])
+        y2 = np.minimum(shifted[i, 3], shifted[order, 3])
+        inter = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
+        area = lambda b: (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])  # noqa: E731
+        order = [j for j, o in zip(order, inter / (area(shifted[i]) + area(shifted[order]) - inter)) if o <= iou]
+    gain = min(size / h, size / w)
+    pad_x, pad_y = round((size - w * gain) / 2 - 0.1), round((size - h * gain) / 2 - 0.1)
+    found = (boxes[kept] - [pad_x, pad_y, pad_x, pad_y]) / gain
+    found = np.clip(found, 0, [w, h, w, h])
+    return [(int(classes[i]), [round(float(v), 2) for v in box], round(float(scores[i]), 5))
+            for i, box in zip(kept, found)]
+
+
+@pytest.mark.parametrize("batch", [1, 16])
+def test_a_yolo_export_answers_what_ultralytics_letterbox_nms_and_scaling_give(tmp_path, batch):
+    """Frames of odd borders (301 rows: 169 above, 170 below), upscaled, downscaled, in one burst."""
+    export(planted.Yolo(), tmp_path / "yolo.onnx", batch, (640, 640), metadata=ULTRALYTICS)
+    served = _load(tmp_path, "yolo.onnx", {"task": "detection", "letterbox_pad": "center", "pad_value": 114,
+                                          "resize_antialias": False, **SCALE})
+    frames = [planted.scene(301, 640, {0: (11, 21, 211, 121), 2: (400, 150, 639, 301)}),
+              planted.scene(720, 1280, {1: (100, 10, 150, 90)}), planted.scene(160, 120, {2: (5, 5, 40, 41)}),
+              planted.scene(480, 333, {0: (0, 0, 333, 480)})]
+    answers, _ = _serve(served, frames * 4)
+    session = ort.InferenceSession(str(tmp_path / "yolo.onnx"))
+    for i, (status, answer) in enumerate(answers):
+        assert status == 200
+        own = [(d["class_id"], d["box"], d["score"]) for d in answer["frames"][0]["detections"]]
+        assert own == _ultralytics(frames[i % 4], session)
