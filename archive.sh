@@ -46,11 +46,20 @@ package() {
   fi
   # Check the handler: section now rather than at worker start; it names the labels file.
   local labels
+  # An ONNX graph's input sets the batch and size: a setting that contradicts it fails here too.
   labels="$(PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" "$python" -c '
 import sys, yaml
 from handler.config import HandlerConfig
-print(HandlerConfig.from_mapping((yaml.safe_load(open(sys.argv[1])) or {}).get("handler")).labels or "")
-' "$config")" || die "fix the handler: section of $config"
+from handler.errors import CannotLoad, ConfigError
+handler = (yaml.safe_load(open(sys.argv[1])) or {}).get("handler")
+try:
+    if sys.argv[2].endswith(".onnx"):
+        from handler.onnx_model import settings_for
+        handler = settings_for(sys.argv[2], handler)
+    print(HandlerConfig.from_mapping(handler).labels or "")
+except (CannotLoad, ConfigError) as err:
+    sys.exit(f"archive.sh: {err}")
+' "$config" "$model")" || die "fix the handler: section of $config or the model"
 
   local stage
   stage="$(mktemp -d)"

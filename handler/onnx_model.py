@@ -69,10 +69,11 @@ class Graph:
                                f"{self.describe()}: {why}")
 
         if self.batch is not None:
+            frames = f"{self.batch} frame{'s' if self.batch > 1 else ''}"
             if values.get("static_batch") not in (None, self.batch):
-                raise refuse("static_batch", f"it takes exactly {self.batch} frames; drop static_batch")
+                raise refuse("static_batch", f"it takes exactly {frames}; drop static_batch")
             if isinstance(values.get("model_max_batch"), int) and values["model_max_batch"] > self.batch:
-                raise refuse("model_max_batch", f"it takes exactly {self.batch} frames; drop model_max_batch")
+                raise refuse("model_max_batch", f"it takes exactly {frames}; drop model_max_batch")
             values["static_batch"] = self.batch
         if self.size is not None:
             if values.get("resize") not in (None, "letterbox"):
@@ -175,6 +176,25 @@ def _numpy_type(dtype: torch.dtype) -> Any:
     import numpy as np
 
     return {torch.float32: np.float32, torch.float16: np.float16, torch.uint8: np.uint8}[dtype]
+
+
+def settings_for(path: str, handler: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """`handler` with what the graph at `path` decides, as a worker would load it (archive.sh
+    checks an ONNX archive with it before packing); `handler` as is without onnxruntime.
+
+    Raises:
+        CannotLoad: the graph cannot run or takes no image; ConfigError: a contradicting setting.
+    """
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        logger.warning("onnxruntime is not installed here: the graph's input is checked when a worker loads it")
+        return handler
+    try:
+        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    except Exception as err:
+        raise CannotLoad(f"ONNX Runtime {ort.__version__} cannot run {os.path.basename(path)} ({err})") from None
+    return read_graph(session).settings(handler)
 
 
 def load(path: str, device: torch.device, threads: int) -> tuple[OnnxModel, dict[str, Any]]:

@@ -4,7 +4,10 @@ frames of mixed sizes, every answer checked, on every door; a graph that takes n
 every request 500 `ModelNotLoaded` instead of restarting its worker."""
 
 import json
+import os
 import re
+import subprocess
+import zipfile
 
 import grpc
 import numpy as np
@@ -12,13 +15,14 @@ import pytest
 import requests
 import tritonclient.http as httpclient
 import yaml
-from onnx import TensorProto, helper, save
+from onnx import TensorProto, helper
 
 from loadgen import grpc_stubs
 from tests import planted, support
 from tests.e2e.server import TorchServe, build_archives
 from tests.integration.test_onnx import SCENES, ULTRALYTICS
 from tests.onnx_export import export
+from tests.support import ROOT
 
 SHAPES = {"onnx_batch1": (1, (640, 640)), "onnx_batch16": (16, (640, 640)), "onnx_dynamic": (None, None)}
 NOT_IMAGE = "onnx_tokens"
@@ -33,18 +37,31 @@ def onnx_server(tmp_path_factory):
         export(planted.Yolo(), tmp / f"{name}.onnx", batch, size, metadata=ULTRALYTICS)
         (tmp / f"{name}.yaml").write_text(yaml.safe_dump({**SETTINGS, "handler": handler}))
         build_archives(tmp / "store", name, str(tmp / f"{name}.onnx"), str(tmp / f"{name}.yaml"))
+    # archive.sh refuses a graph that takes no image; an archive packed elsewhere (or before this
+    # check) still reaches a worker: pack a good graph as t.onnx, then put the bad one in its place.
+    export(planted.Classifier(), tmp / "t.onnx", None, None)
+    (tmp / "t.yaml").write_text(yaml.safe_dump({**SETTINGS, "handler": {}}))
+    build_archives(tmp / "store", NOT_IMAGE, str(tmp / "t.onnx"), str(tmp / "t.yaml"))
     tokens = helper.make_graph([helper.make_node("Identity", ["tokens"], ["y"])], "g",
                                [helper.make_tensor_value_info("tokens", TensorProto.FLOAT, ["batch", 77])],
                                [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    save(helper.make_model(tokens, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(tmp / "t.onnx"))
-    (tmp / "t.yaml").write_text(yaml.safe_dump({**SETTINGS, "handler": {}}))
-    build_archives(tmp / "store", NOT_IMAGE, str(tmp / "t.onnx"), str(tmp / "t.yaml"))
+    _replace(tmp / "store" / f"{NOT_IMAGE}.mar", "t.onnx",
+             helper.make_model(tokens, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString())
     names = [*SHAPES, NOT_IMAGE]
     models = {m: {"1.0": {"defaultVersion": True, "marName": f"{m}.mar", **SETTINGS}} for m in names}
     overlay = f"load_models={','.join(f'{m}.mar' for m in names)}\nmodels={json.dumps(models)}\n"
     ts = TorchServe(tmp_path_factory.mktemp("onnx_ts"), tmp / "store", overlays=[overlay]).start()
     yield ts
     ts.stop()
+
+
+def _replace(mar, name, data):
+    """`mar` with its member `name` holding `data` instead."""
+    with zipfile.ZipFile(mar) as src:
+        members = [(info, data if info.filename == name else src.read(info)) for info in src.infolist()]
+    with zipfile.ZipFile(mar, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info, content in members:
+            dst.writestr(info, content)
 
 
 def _boxes(frame):
@@ -103,3 +120,15 @@ def test_a_graph_that_takes_no_image_answers_500_model_not_loaded_with_the_reaso
     assert (answer.status_code, body["type"]) == (500, "ModelNotLoaded")
     assert "the ONNX graph's input 'tokens' is ['batch', 77] tensor(float), not an image tensor" in body["message"]
     assert ts.get("/ping").status_code == 200
+
+
+def test_archive_sh_refuses_a_setting_that_contradicts_the_graph_before_packing(tmp_path):
+    export(planted.Yolo(), tmp_path / "b1.onnx", 1, (640, 640))
+    (tmp_path / "b1.yaml").write_text(yaml.safe_dump({"handler": {"task": "detection", "static_batch": 8}}))
+    packed = subprocess.run(["bash", str(ROOT / "archive.sh"), "b1", str(tmp_path / "b1.onnx"), str(tmp_path / "b1.yaml")],
+                            env={**os.environ, "MODEL_STORE": str(tmp_path / "store")},
+                            capture_output=True, text=True, timeout=300)
+    assert packed.returncode == 1
+    assert ("archive.sh: handler.static_batch = 8 contradicts the ONNX graph's input 'images' [1, 3, 640, 640] "
+            "float32: it takes exactly 1 frame; drop static_batch") in packed.stderr
+    assert not (tmp_path / "store" / "b1.mar").exists()
