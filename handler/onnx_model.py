@@ -79,7 +79,7 @@ class Graph:
             if values.get("resize") not in (None, "letterbox"):
                 raise refuse("resize", f"its input is a fixed {self.size[1]}x{self.size[0]}; use "
                                        "resize: letterbox (the default for this graph) or export it with dynamic axes")
-            if values.get("input_size") is not None and tuple(values["input_size"]) != self.size:
+            if values.get("input_size") not in (None, list(self.size), tuple(self.size)):
                 raise refuse("input_size", f"its input is {list(self.size)}; drop input_size")
             values["resize"], values["input_size"] = "letterbox", list(self.size)
         if self.dtype == torch.uint8 and values.get("normalize") is not None:
@@ -107,7 +107,7 @@ def read_graph(session: Any) -> Graph:
     if len(shape) != 4:
         raise CannotLoad(f"{image}: the handler feeds [N, 3, H, W] (or [N, H, W, 3]) frames")
     channels_last = shape[3] == 3 and shape[1] != 3
-    if not channels_last and shape[1] not in (3,) and not isinstance(shape[1], str):
+    if not channels_last and shape[1] != 3 and not isinstance(shape[1], str):
         raise CannotLoad(f"{image}: the handler feeds 3 colour channels (RGB), [N, 3, H, W] or [N, H, W, 3]")
     h, w = (shape[1], shape[2]) if channels_last else (shape[2], shape[3])
     if isinstance(h, int) != isinstance(w, int):
