@@ -107,7 +107,7 @@ def ray_serve(ray_cluster, archives, planted_store, tmp_path_factory):
     """The shipped `frame_quality` and `face_detector` archives on the cluster, as `video-ray` serves
     them, beside two archives of the same model whose YAML asks for two replicas
     (`frame_quality_spread`) and for one to three (`frame_quality_auto`, batches of 4), the face
-    detector in batches of 1 with a 2 s `responseTimeout` (`face_detector_hurried`), and the
+    detector in batches of 1 with a 4 s `responseTimeout` (`face_detector_hurried`), and the
     planted detector of the tracking tests (`planted_tracks`)."""
     import zipfile
 
@@ -131,7 +131,7 @@ def ray_serve(ray_cluster, archives, planted_store, tmp_path_factory):
         for file in ("face_detector.pt", "face_detector_labels.txt"):
             (tmp / file).write_bytes(mar.read(file))
         faces = {**yaml.safe_load(mar.read("face_detector.yaml")), "batchSize": 1, "maxBatchDelay": 0,
-                 "responseTimeout": 2}
+                 "responseTimeout": 4}
     (tmp / "face_detector_hurried.yaml").write_text(yaml.safe_dump(faces))
     build_archives(store, "face_detector_hurried", str(tmp / "face_detector.pt"), str(tmp / "face_detector_hurried.yaml"))
     properties = tmp / "config.properties"
