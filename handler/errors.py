@@ -98,7 +98,8 @@ class AnswerTooLarge(FrameError):
 
 
 class ModelNotLoaded(FrameError):
-    """The worker could not load its model (an operator nothing registered); see the log."""
+    """The worker could not load its model (`CannotLoad`: an operator nothing registered, an ONNX
+    graph ONNX Runtime cannot run here); see the log."""
 
     status = 500
     reason = "internal"
