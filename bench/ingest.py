@@ -26,8 +26,8 @@
    The window starts `WARMUP_S` after the first answer (the tracker's import is not in it); a
    row that does not keep up is marked SATURATED with its process's CPU in all.
    In this process, without a subprocess: the median cost a frame of trackers 2.6's ByteTrack as
-   the bridge used it (the baseline, bench/trackers26.py), of `ingest.tracking.Tracks.update`, and
-   of `ingest.analytics.Analytics.release` with a zone and a line, as % of a core at 30 fps.
+   the bridge used it (the baseline, bench/trackers26.py), of `ingest.analytics.tracking.Tracks.update`, and
+   of `ingest.analytics.analyse.Analytics.release` with a zone and a line, as % of a core at 30 fps.
    The verdicts: a camera-frame with a zone and a line in at most 150 µs at 10 detections and
    1.5 ms at 100; 32 cameras at 10 detections with a zone and a line kept up in one process;
    tracking adds under 1% of a core per 1080p30 camera at 10 detections.
@@ -148,7 +148,7 @@ def moving_detections(n: int, frame: int, width: int = 1920, height: int = 1080)
 
 def segment_answer(seq: int, fps: int, detections: int, width: int = 1920, height: int = 1080) -> dict[str, object]:
     """A detector's answer to segment `seq` (`X-Frame-Id`) of `fps` frames (a key frame a second):
-    frame k at pts k / fps (ingest.results adds the offsets to the segment's own pts), with the
+    frame k at pts k / fps (ingest.sinks.results adds the offsets to the segment's own pts), with the
     detections of stream frame `seq * fps + k`."""
     return {"frames": [{"pts": k / fps, "width": width, "height": height,
                         "detections": moving_detections(detections, seq * fps + k, width, height)}
@@ -424,11 +424,11 @@ def micro(detections: int, frames: int = 1000, warmup: int = 200, fps: int = 30)
     bench.trackers26), `Tracks.update` (the bridge's tracker now) and `Analytics.release` with a
     zone and a line (what a camera-frame costs the bridge: tracker, counting, metrics)."""
     from bench import trackers26
-    from ingest.analytics import Analytics
-    from ingest.metrics import Metrics
-    from ingest.scene import parse
-    from ingest.tracking import Tracks
-    from ingest.units import Unit
+    from ingest.analytics.analyse import Analytics
+    from ingest.analytics.scene import parse
+    from ingest.analytics.tracking import Tracks
+    from ingest.cameras.units import Unit
+    from ingest.sinks.metrics import Metrics
 
     width, height, _ = RESOLUTIONS[TRACK_VIDEO]
     boxes = [moving_detections(detections, f, width, height) for f in range(warmup + frames)]

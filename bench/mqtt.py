@@ -4,7 +4,7 @@
     python -m bench.mqtt --seconds 30 --cameras 32 --rate 10
 
 Against a real Mosquitto (Debian's, started on a free loopback port) and in this process, the
-bridge's own parts (`ingest.output.Lines` writing a results file, `ingest.mqtt.MqttSink` on it)
+bridge's own parts (`ingest.sinks.output.Lines` writing a results file, `ingest.sinks.mqtt.MqttSink` on it)
 fed by one thread as the cameras' sequencers feed them:
 1. Throughput: 20,000 events written at once; events a second from the first write to the last
    acknowledgement (QoS 1) by the broker.
@@ -23,11 +23,11 @@ import threading
 import time
 from pathlib import Path
 
-from ingest.clock import WallClock
-from ingest.metrics import Metrics
-from ingest.mqtt import MqttSettings, MqttSink
-from ingest.output import Lines
-from ingest.redact import Redactor
+from ingest.cameras.clock import WallClock
+from ingest.sinks.metrics import Metrics
+from ingest.sinks.mqtt import MqttSettings, MqttSink
+from ingest.sinks.output import Lines
+from ingest.sinks.redact import Redactor
 from tests.mosquitto import Mosquitto
 
 TARGET_PER_CAMERA = 0.1  # % of a core, at 10 events a second

@@ -1,4 +1,4 @@
-"""Tracker accuracy: ingest.tracking.Tracks against trackers 2.6's ByteTrack, on five scripted scenes.
+"""Tracker accuracy: ingest.analytics.tracking.Tracks against trackers 2.6's ByteTrack, on five scripted scenes.
 
     pip install -e ".[bench]"                        # motmetrics: not among the test dependencies
     python -m bench.tracker_accuracy                 # the table and the verdict (a few seconds on 2 cores)
@@ -14,8 +14,8 @@ runs of 1 to 10 frames (about 5% of its frames); boxes jitter by 2 px, score 0.6
 clipped to the frame, while at least 30% of it is in view.
 
 Both trackers get the same detections, a frame at a time, timed by stream time (frame / 15 s):
-"ours" is `ingest.tracking.Tracks(lost_track_seconds=1.0, threshold=0.5)`, whatever it is now;
-the baseline is Roboflow's `trackers` ByteTrackTracker built as ingest/tracking.py built it on
+"ours" is `ingest.analytics.tracking.Tracks(lost_track_seconds=1.0, threshold=0.5)`, whatever it is now;
+the baseline is Roboflow's `trackers` ByteTrackTracker built as ingest/analytics/tracking.py built it on
 trackers 2.6 (kept here so that the baseline stays put when tracking.py changes). Each frame's
 tracked boxes are scored against the truth by motmetrics (a match needs IoU >= 0.5); µs/frame is
 the median of one `update` (the supervision.Detections built from the dicts included).
@@ -128,8 +128,8 @@ def scene(seed: int = 7) -> tuple[list[dict[int, np.ndarray]], list[list[dict[st
 
 
 def ours() -> Update:
-    """ingest.tracking.Tracks as video-ingest runs it by default."""
-    from ingest.tracking import Tracks
+    """ingest.analytics.tracking.Tracks as video-ingest runs it by default."""
+    from ingest.analytics.tracking import Tracks
 
     return Tracks(lost_track_seconds=1.0, threshold=0.5).update
 

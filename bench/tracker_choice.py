@@ -29,7 +29,7 @@ candidate in its own venv (threads: OMP/OPENBLAS/MKL_NUM_THREADS=1, set below):
     python3 -m venv /tmp/trk-tr    && /tmp/trk-tr/bin/pip install trackers==2.6.1
     /tmp/trk-iou/bin/python bench/tracker_choice.py             # and so on (auto-detected);
     /tmp/trk-tr/bin/python bench/tracker_choice.py --survey     # the reference, --impl B
-    /tmp/trk-tr/bin/python bench/tracker_choice.py --impl ingest  # this tree's ingest.tracking
+    /tmp/trk-tr/bin/python bench/tracker_choice.py --impl ingest  # this tree's ingest.analytics.tracking
 """
 # ruff: noqa: E402 (thread counts are set before numpy is imported)
 import os
@@ -556,14 +556,14 @@ class BoxMot(Candidate):
 
 
 class Ingest(Candidate):
-    label, dist = "ingest.tracking.Tracks (this tree)", ""
+    label, dist = "ingest.analytics.tracking.Tracks (this tree)", ""
     timestamps = "yes: stream seconds (Kalman dt and lost budget)"
 
     def __init__(self):
         from pathlib import Path
 
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-        from ingest.tracking import Tracks
+        from ingest.analytics.tracking import Tracks
 
         self.cls = Tracks
 

@@ -1,5 +1,5 @@
 """The baseline tracker of the tracking benches: Roboflow's `trackers` 2.6 `ByteTrackTracker`,
-built and read exactly as video-ingest used it before its own (ingest/tracking.py, which runs the
+built and read exactly as video-ingest used it before its own (ingest/analytics/tracking.py, which runs the
 same algorithm over every track at once), so that the figures compare with today's code.
 """
 
@@ -14,7 +14,7 @@ Update = Callable[[list[dict[str, Any]], float], list[int | None]]
 
 
 def bytetrack(lost_track_seconds: float = 1.0, threshold: float = 0.5) -> Update:
-    """An `update(detections, seconds) -> ids` like `ingest.tracking.Tracks.update`: each
+    """An `update(detections, seconds) -> ids` like `ingest.analytics.tracking.Tracks.update`: each
     detection's id (the camera's, from 1) or None, driven by stream time."""
     import supervision as sv
     from trackers import ByteTrackTracker

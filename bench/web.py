@@ -49,7 +49,7 @@ from bench.ingest import (
     camera_list,
     make_video,
 )
-from ingest.view import WATCH_S
+from ingest.web.view import WATCH_S
 from tests.rtsp_server import free_port
 
 TARGET_PER_CAMERA = 0.5  # % of a core one viewer may add per 1080p30 camera

@@ -15,14 +15,14 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ingest.analytics import Analytics
-from ingest.client import Answer, Client
+from ingest.analytics.analyse import Analytics
+from ingest.cameras.client import Answer, Client
+from ingest.cameras.queue import Closed, SendQueue, Sequencer
+from ingest.cameras.reader import Reader
+from ingest.cameras.units import Unit
 from ingest.config import Camera, Mode, Policy
-from ingest.queue import Closed, SendQueue, Sequencer
-from ingest.reader import Reader
-from ingest.results import result_lines
 from ingest.shared import Shared
-from ingest.units import Unit
+from ingest.sinks.results import result_lines
 
 logger = logging.getLogger(__name__)
 

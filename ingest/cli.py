@@ -21,21 +21,23 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ingest import access, config, mqtt
+from ingest import config
 from ingest.camera import CameraWorker
-from ingest.client import Keys
-from ingest.clock import WallClock
+from ingest.cameras.client import Keys
+from ingest.cameras.clock import WallClock
+from ingest.cameras.watch import FileWatch
 from ingest.config import Camera, ConfigError, Mode, Transport
-from ingest.editor import Editor
 from ingest.fleet import DRAIN_S, Fleet
-from ingest.metrics import Metrics
-from ingest.output import Lines
-from ingest.redact import RedactingFilter, Redactor
 from ingest.shard import Shard
 from ingest.shared import Shared
-from ingest.view import View
-from ingest.watch import FileWatch
-from ingest.web import WebServer, parse_address
+from ingest.sinks import mqtt
+from ingest.sinks.metrics import Metrics
+from ingest.sinks.output import Lines
+from ingest.sinks.redact import RedactingFilter, Redactor
+from ingest.web import access
+from ingest.web.editor import Editor
+from ingest.web.server import WebServer, parse_address
+from ingest.web.view import View
 
 logger = logging.getLogger("ingest")
 

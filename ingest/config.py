@@ -9,7 +9,7 @@
         sample_fps: 5
 
 An optional top-level `defaults:` mapping holds settings for every camera. `${VAR}` anywhere in a
-URL is taken from the environment, and the value is a secret (see `ingest.redact`).
+URL is taken from the environment, and the value is a secret (see `ingest.sinks.redact`).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from ingest import scene
-from ingest.redact import url_secrets
-from ingest.scene import Scene, SceneError
+from ingest.analytics import scene
+from ingest.analytics.scene import Scene, SceneError
+from ingest.sinks.redact import url_secrets
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -84,7 +84,7 @@ class Camera:
         transport: tcp or udp (RTSP only).
         loop: a file starts again at its end (demos).
         env_values: the values `${VAR}`s of the URL took (secrets).
-        scene: tracking, zones and lines (`ingest.scene`); not part of the camera's identity: a
+        scene: tracking, zones and lines (`ingest.analytics.scene`); not part of the camera's identity: a
             change applies to the running camera, which keeps its connection and its tracks.
     """
 
@@ -134,7 +134,7 @@ def load(path: Path, environ: Mapping[str, str] | None = None) -> list[Camera]:
 
 
 def read(path: Path) -> Any:
-    """The parsed YAML of a camera list (its `mqtt:` section is read by `ingest.mqtt`).
+    """The parsed YAML of a camera list (its `mqtt:` section is read by `ingest.sinks.mqtt`).
 
     Raises:
         ConfigError: unreadable file or bad YAML, with the line and column.

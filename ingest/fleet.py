@@ -13,7 +13,7 @@ from ingest.config import Camera
 from ingest.shard import Shard
 
 if TYPE_CHECKING:
-    from ingest.view import View
+    from ingest.web.view import View
 
 logger = logging.getLogger(__name__)
 

@@ -6,14 +6,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ingest.client import Keys
-from ingest.clock import WallClock
-from ingest.metrics import Metrics
-from ingest.output import Lines
-from ingest.redact import Redactor
+from ingest.cameras.client import Keys
+from ingest.cameras.clock import WallClock
+from ingest.sinks.metrics import Metrics
+from ingest.sinks.output import Lines
+from ingest.sinks.redact import Redactor
 
 if TYPE_CHECKING:
-    from ingest.view import View
+    from ingest.web.view import View
 
 
 @dataclass(frozen=True, slots=True)

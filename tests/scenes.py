@@ -7,7 +7,7 @@ Red's centre holds at x = 0.15 for 2 s, then goes to 0.85 in 3 s, holds 1 s, com
 holds 1 s (a period of 8 s), twice, then holds at 0.15 (300 frames, 20 s, in all); blue mirrors
 it (x = 1 - red's x), lower down. The zone
 `door` is x from 0.02 to 0.3 (red starts in it); the line `gate` is x = 0.5, top to bottom, for
-red only. Crossing it left to right is `in` (supervision's LineZone, see ingest.counting).
+red only. Crossing it left to right is `in` (supervision's LineZone, see ingest.analytics.counting).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from ingest.snapshot import LINE_COLOUR, ZONE_COLOUR
+from ingest.analytics.snapshot import LINE_COLOUR, ZONE_COLOUR
 from tests import scenes
 from tests.e2e.ingest_cli import Ingest
 from tests.e2e.tracks import (

@@ -19,13 +19,13 @@ from prometheus_client import generate_latest
 
 from bench import trackers26
 from ingest import config
-from ingest.analytics import Analytics
-from ingest.metrics import Metrics
-from ingest.queue import Sequencer
-from ingest.scene import Shape, Zone
-from ingest.snapshot import Snapshots
-from ingest.tracking import Tracks
-from ingest.units import Unit
+from ingest.analytics.analyse import Analytics
+from ingest.analytics.scene import Shape, Zone
+from ingest.analytics.snapshot import Snapshots
+from ingest.analytics.tracking import Tracks
+from ingest.cameras.queue import Sequencer
+from ingest.cameras.units import Unit
+from ingest.sinks.metrics import Metrics
 from tsutil import prom
 
 WIDTH, HEIGHT, FPS = 640, 480, 15

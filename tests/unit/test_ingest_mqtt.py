@@ -15,11 +15,11 @@ import time
 import pytest
 
 from ingest import config
-from ingest.clock import WallClock
-from ingest.metrics import Metrics
-from ingest.mqtt import MqttError, MqttSettings, MqttSink, check_names, settings_from
-from ingest.output import Lines
-from ingest.redact import Redactor
+from ingest.cameras.clock import WallClock
+from ingest.sinks.metrics import Metrics
+from ingest.sinks.mqtt import MqttError, MqttSettings, MqttSink, check_names, settings_from
+from ingest.sinks.output import Lines
+from ingest.sinks.redact import Redactor
 from tests.mosquitto import Mosquitto, Subscriber
 from tests.support import ROOT
 from tsutil import prom

@@ -9,15 +9,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest.backoff import Backoff
-from ingest.client import Answer
-from ingest.clock import CaptureClock
+from ingest.cameras.backoff import Backoff
+from ingest.cameras.client import Answer
+from ingest.cameras.clock import CaptureClock
+from ingest.cameras.queue import Closed, SendQueue, Sequencer
+from ingest.cameras.units import Unit
 from ingest.config import Policy
-from ingest.queue import Closed, SendQueue, Sequencer
-from ingest.redact import Redactor, url_secrets
-from ingest.results import result_lines
 from ingest.shard import Shard
-from ingest.units import Unit
+from ingest.sinks.redact import Redactor, url_secrets
+from ingest.sinks.results import result_lines
 
 
 def unit(seq: int, capture: float = 100.0, pts: float = 3.0) -> Unit:
@@ -145,7 +145,7 @@ def test_result_lines_one_per_frame_with_pts_and_capture_time_from_the_segment()
 
 
 def test_keys_from_key_file_json_a_plain_token_file_or_none(tmp_path):
-    from ingest.client import Keys
+    from ingest.cameras.client import Keys
 
     key_file = tmp_path / "key_file.json"
     key_file.write_text('{"inference": {"key": "k1", "expiration time": "2030-01-01T00:00:00Z"}, '

@@ -11,9 +11,9 @@ import av
 import pytest
 import simplejpeg
 
-from ingest.clock import CaptureClock
-from ingest.frames import FrameSender, Sampler
-from ingest.segments import Segmenter
+from ingest.cameras.clock import CaptureClock
+from ingest.cameras.frames import FrameSender, Sampler
+from ingest.cameras.segments import Segmenter
 from tests.videos import segment
 
 
@@ -94,7 +94,7 @@ def test_sampler_restarts_when_pts_go_back():
 
 
 def test_a_stop_event_is_what_pacing_waits_on():
-    from ingest.source import Pacer
+    from ingest.cameras.source import Pacer
 
     stop = threading.Event()
     pacer = Pacer()

@@ -12,15 +12,15 @@ from PIL import Image
 from prometheus_client import generate_latest
 
 from ingest import config
-from ingest.analytics import Analytics
+from ingest.analytics.analyse import Analytics
+from ingest.analytics.counting import Counting, Tracked
+from ingest.analytics.scene import Line, Shape, Zone
+from ingest.analytics.snapshot import ZONE_COLOUR
+from ingest.analytics.tracking import Tracks
+from ingest.cameras.units import Unit
 from ingest.config import ConfigError
-from ingest.counting import Counting, Tracked
 from ingest.fleet import Fleet
-from ingest.metrics import Metrics
-from ingest.scene import Line, Shape, Zone
-from ingest.snapshot import ZONE_COLOUR
-from ingest.tracking import Tracks
-from ingest.units import Unit
+from ingest.sinks.metrics import Metrics
 from tsutil import prom
 
 DOOR = [[0.0, 0.0], [0.3, 0.0], [0.3, 1.0], [0.0, 1.0]]

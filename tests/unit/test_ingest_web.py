@@ -16,13 +16,15 @@ import av
 import pytest
 import requests
 
-from ingest import access, config, view, web
-from ingest.clock import CaptureClock
+from ingest import config
+from ingest.cameras.clock import CaptureClock
+from ingest.cameras.segments import Segmenter
+from ingest.cameras.units import Unit
 from ingest.config import ConfigError
-from ingest.editor import EditError, Editor
-from ingest.segments import Segmenter
-from ingest.units import Unit
-from ingest.view import CameraView, View
+from ingest.web import access, view
+from ingest.web import server as web
+from ingest.web.editor import EditError, Editor
+from ingest.web.view import CameraView, View
 from tests.videos import segment
 
 LIST = """\

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from ingest.clock import WallClock
-from ingest.redact import Redactor
+from ingest.cameras.clock import WallClock
+from ingest.sinks.redact import Redactor
 
 
 class Sink(Protocol):

@@ -1,4 +1,4 @@
-"""A camera's answers, in capture order, through its tracker, zones and lines (`ingest.scene`).
+"""A camera's answers, in capture order, through its tracker, zones and lines (`ingest.analytics.scene`).
 
 Called with each unit's result lines once they are in sequence order (the camera's sequencer
 holds them back until then): adds `track_id` to the detections it writes, the zone and line
@@ -18,12 +18,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ingest.counting import Counting, Tracked
-from ingest.metrics import Metrics
-from ingest.scene import Scene
-from ingest.snapshot import Snapshots
-from ingest.tracking import Tracks
-from ingest.units import Unit
+from ingest.analytics.counting import Counting, Tracked
+from ingest.analytics.scene import Scene
+from ingest.analytics.snapshot import Snapshots
+from ingest.analytics.tracking import Tracks
+from ingest.cameras.units import Unit
+from ingest.sinks.metrics import Metrics
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ class Analytics:
             self._where = where
         capture = float(line["capture_time"])
         # The stream's own clock (for the tracker and the zones' dwell): a dropped segment is a gap
-        # in it; capture times may re-anchor on the wall clock (ingest.clock) and look like one.
+        # in it; capture times may re-anchor on the wall clock (ingest.cameras.clock) and look like one.
         pts = float(line["pts"])
         ids = self._tracks.update(detections, pts)
         events += self._counting.end_tracks(self._tracks.ended)

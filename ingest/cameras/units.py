@@ -23,7 +23,7 @@ class Unit:
         frame_times: (pts, capture time) of each frame, in presentation order (segments).
         session: the camera's connection it came from (1 for the first): a tracker starts anew
             with each connection.
-        preview: the segment remuxed into fragmented MP4 for the web view (`ingest.view`), made
+        preview: the segment remuxed into fragmented MP4 for the web view (`ingest.web.view`), made
             only while someone watches the camera; None otherwise.
     """
 

@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from ingest import config, scene
+from ingest import config
+from ingest.analytics import scene
 from ingest.config import ConfigError
 
 

@@ -9,14 +9,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ingest.backoff import Backoff
-from ingest.clock import CaptureClock
+from ingest.cameras.backoff import Backoff
+from ingest.cameras.clock import CaptureClock
+from ingest.cameras.frames import FrameSender, arrival_timing
+from ingest.cameras.segments import REMUXABLE, Segmenter, pts_seconds
+from ingest.cameras.source import Pacer, open_camera
+from ingest.cameras.units import END_OF_STREAM, Unit
 from ingest.config import Camera, Mode
-from ingest.frames import FrameSender, arrival_timing
-from ingest.segments import REMUXABLE, Segmenter, pts_seconds
 from ingest.shared import Shared
-from ingest.source import Pacer, open_camera
-from ingest.units import END_OF_STREAM, Unit
 
 if TYPE_CHECKING:
     import av

@@ -8,8 +8,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from ingest.cameras.units import Unit
 from ingest.config import Policy
-from ingest.units import Unit
 
 
 class Closed(Exception):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ingest.client import Answer
-from ingest.units import Unit
+from ingest.cameras.client import Answer
+from ingest.cameras.units import Unit
 
 _ANSWERS = ("outputs", "detections", "classes", "segments")
 

@@ -1,6 +1,6 @@
 """`video-ingest --web 127.0.0.1:8095`: the live view and the zone editor, served by the bridge.
 
-The page (`ingest/static/`, plain HTML, CSS and JavaScript, nothing fetched from elsewhere) and its
+The page (`ingest/web/static/`, plain HTML, CSS and JavaScript, nothing fetched from elsewhere) and its
 JSON API (docs/ingest.md, "Live view"). Every request without the token gets 401: the token comes
 as `Authorization: Bearer <token>` or the `video_ingest_token` cookie the page sets; a save needs
 the header (a cookie alone cannot change anything). On a loopback address, a request naming
@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ingest.access import Token
+from ingest.analytics.scene import Line, Shape, Zone
 from ingest.config import ConfigError
-from ingest.editor import EditError, Editor
-from ingest.scene import Line, Shape, Zone
-from ingest.view import CameraView, View
+from ingest.web.access import Token
+from ingest.web.editor import EditError, Editor
+from ingest.web.view import CameraView, View
 
 logger = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ingest.scene import Scene
-from ingest.units import Unit
+from ingest.analytics.scene import Scene
+from ingest.cameras.units import Unit
 
 if TYPE_CHECKING:
     from PIL import Image

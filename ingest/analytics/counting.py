@@ -36,7 +36,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from ingest.scene import Anchor, Line, Zone
+from ingest.analytics.scene import Anchor, Line, Zone
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ events, and its newest pictures with their answers, for the page to fetch.
 The cameras never wait for it: `released` (on a camera's result path) and `offer` (inside the
 results' lock) only update a few fields and append to bounded deques. One thread per watched
 camera makes what viewers fetch: the segment's MP4 preview (remuxed by the segmenter while
-someone watches, `ingest.segments`), a frames-mode JPEG as it was sent, and a decoded still for
+someone watches, `ingest.cameras.segments`), a frames-mode JPEG as it was sent, and a decoded still for
 a codec the browser cannot play. A viewer is one long poll for all the cameras it shows
 (`View.live`): it gets each camera's next fragment it has not seen, or the newest when it fell
 behind; nothing is kept per viewer, so a stalled browser holds nothing but its own socket. The
@@ -25,9 +25,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ingest.analytics.scene import Scene
+from ingest.cameras.units import END_OF_STREAM, Unit
 from ingest.config import Camera
-from ingest.scene import Scene
-from ingest.units import END_OF_STREAM, Unit
 
 logger = logging.getLogger(__name__)
 
@@ -312,7 +312,7 @@ class CameraView:
 
 
 def _still(unit: Unit) -> bytes | None:
-    from ingest.snapshot import first_frame
+    from ingest.analytics.snapshot import first_frame
 
     image = first_frame(unit)
     if image is None:
@@ -323,8 +323,8 @@ def _still(unit: Unit) -> bytes | None:
 
 
 class View:
-    """Every camera's view: a sink of the results' lines (`ingest.output`) and a watcher of the
-    counts (`ingest.metrics`), told of every answered unit by the cameras. Thread-safe."""
+    """Every camera's view: a sink of the results' lines (`ingest.sinks.output`) and a watcher of the
+    counts (`ingest.sinks.metrics`), told of every answered unit by the cameras. Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

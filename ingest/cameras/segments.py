@@ -11,8 +11,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ingest.clock import CaptureClock
-from ingest.units import Unit
+from ingest.cameras.clock import CaptureClock
+from ingest.cameras.units import Unit
 
 if TYPE_CHECKING:
     import av

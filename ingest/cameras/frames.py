@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ingest.clock import CaptureClock
-from ingest.segments import pts_seconds
-from ingest.units import Unit
+from ingest.cameras.clock import CaptureClock
+from ingest.cameras.segments import pts_seconds
+from ingest.cameras.units import Unit
 
 if TYPE_CHECKING:
     import av

@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from ingest import topics
-from ingest.backoff import Backoff
+from ingest.cameras.backoff import Backoff
 from ingest.config import ConfigError, expand
-from ingest.metrics import Metrics
-from ingest.redact import url_secrets
-from ingest.topics import Discovery, Topics
+from ingest.sinks import topics
+from ingest.sinks.metrics import Metrics
+from ingest.sinks.redact import url_secrets
+from ingest.sinks.topics import Discovery, Topics
 
 logger = logging.getLogger(__name__)
 
