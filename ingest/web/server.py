@@ -1,24 +1,32 @@
 """`video-ingest --web 127.0.0.1:8095`: the live view and the zone editor, served by the bridge.
 
 The page (`ingest/web/static/`, plain HTML, CSS and JavaScript, nothing fetched from elsewhere) and its
-JSON API (docs/ingest.md, "Live view"). Every request without the token gets 401: the token comes
-as `Authorization: Bearer <token>` or the `video_ingest_token` cookie the page sets; a save needs
-the header (a cookie alone cannot change anything). On a loopback address, a request naming
+JSON API (docs/ingest.md, "Live view"). Every API request without the token gets 401: the token
+comes only as `Authorization: Bearer <token>` (the page keeps it in sessionStorage, never in a
+cookie, which every port of the host would receive). On a loopback address, a request naming
 another host is refused (DNS rebinding). Requests are logged at DEBUG, without their queries.
+
+Bounded before any thread starts: at most `MAX_CONNECTIONS` connections are held (a connection
+beyond them is answered 503 by the accepting thread and closed), and a request's line and
+headers must arrive within `HEADERS_S` in all, however slowly their bytes trickle.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import re
+import socket
 import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
 from http import HTTPStatus
-from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from ingest.analytics.scene import Line, Shape, Zone
 from ingest.config import ConfigError
@@ -30,12 +38,13 @@ logger = logging.getLogger(__name__)
 
 STATIC = Path(__file__).parent / "static"
 FILES = {"view.js": "text/javascript", "editor.js": "text/javascript", "style.css": "text/css"}
-COOKIE = "video_ingest_token"
-#: Requests served at once (each viewer of each camera holds one, waiting for its next picture).
-MAX_REQUESTS = 256
+#: Connections held at once, each with its thread (a viewer's browser keeps a few open); beyond: 503.
+MAX_CONNECTIONS = 256
 #: Seconds a viewer's poll waits for a picture; seconds a socket may block (a stalled browser).
 POLL_S = 10.0
 SOCKET_S = 10.0
+#: Seconds for a request's line and headers in all, from when its connection waits for them.
+HEADERS_S = 10.0
 MAX_BODY = 1 << 20
 _CAMERA = re.compile(r"^/api/cameras/([A-Za-z0-9_.-]+)/(state|counts|events|scene)$")
 _SECURITY = {"Content-Security-Policy": "default-src 'self'; img-src 'self' blob: data:; media-src 'self' blob:; "
@@ -76,6 +85,108 @@ def scene_json(scene: Any) -> dict[str, Any]:
             "snapshot_seconds": scene.snapshot_seconds}
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A request refused: its status, `type` and message (the JSON error body)."""
+
+    status: int
+    kind: str
+    message: str
+
+
+Wanted = list[tuple[CameraView, int, bool]]
+
+
+def live_wanted(query: dict[str, list[str]], view: View) -> Wanted | Refusal:
+    """`/api/live`'s query as (camera, after, stills) per camera named, each camera once and
+    no more cameras than the bridge has (a name repeated would repeat its picture in the body)."""
+    names = (query.get("cameras") or [""])[0].split(",")
+    repeated = [name for name, times in Counter(names).items() if times > 1]
+    if repeated:
+        return Refusal(400, "BadRequest", f"camera named more than once: {', '.join(repeated)} (name each camera once)")
+    cameras = len(view.cameras())
+    if len(names) > cameras:
+        return Refusal(400, "BadRequest", f"{len(names)} cameras named: this bridge has {cameras}")
+    views = [view.camera(name) for name in names]
+    missing = [n for n, v in zip(names, views) if v is None]
+    if missing:
+        return Refusal(404, "NotFound", f"no such camera: {', '.join(missing)}")
+    after, stills = (query[key][0].split(",") if query.get(key) else [default] * len(names)
+                     for key, default in (("after", "-1"), ("stills", "0")))
+    if len(after) != len(names) or len(stills) != len(names):
+        return Refusal(400, "BadRequest", "give `after` (and `stills`) once per camera of `cameras`, comma-separated")
+    try:
+        return [(v, int(a), s == "1") for v, a, s in zip(views, after, stills) if v is not None]
+    except ValueError:
+        return Refusal(400, "BadRequest", "after must be whole numbers: the `seq` of the last picture shown")
+
+
+def _refuse(connection: socket.socket) -> None:
+    """Answers 503 on a connection beyond `MAX_CONNECTIONS`, from the accepting thread, which never
+    waits: what the socket's buffer does not take at once is dropped (a 503 is far smaller)."""
+    body = json.dumps({"code": 503, "type": "Busy", "message": f"the web view holds {MAX_CONNECTIONS} connections "
+                       "at once: close some viewers, or try again"}).encode()
+    head = [f"HTTP/1.1 503 {HTTPStatus(503).phrase}", "Content-Type: application/json",
+            f"Content-Length: {len(body)}", "Connection: close", *(f"{k}: {v}" for k, v in _SECURITY.items())]
+    try:
+        connection.setblocking(False)
+        connection.send("\r\n".join([*head, "", ""]).encode() + body)
+        connection.shutdown(socket.SHUT_WR)
+        connection.recv(1 << 16)  # what came already: closed unread, it would reset the 503 away
+    except OSError:
+        pass  # the client went, or sent nothing yet
+
+
+class _Deadline(io.RawIOBase):
+    """A connection's reads, each waiting at most what is left of `deadline` (None: `idle_s` each),
+    so that a request's line and headers trickled a byte at a time still end at the deadline."""
+
+    def __init__(self, connection: socket.socket, idle_s: float) -> None:
+        self.connection, self.idle_s = connection, idle_s
+        self.deadline: float | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self.idle_s if self.deadline is None else min(self.idle_s, self.deadline - time.monotonic())
+        if left <= 0:
+            raise TimeoutError("no whole request line and headers within the deadline")
+        self.connection.settimeout(left)
+        return self.connection.recv_into(buffer)
+
+
+class _Server(ThreadingHTTPServer):
+    """A thread per connection, at most `MAX_CONNECTIONS`: one beyond is answered 503 and closed
+    without a thread."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        self.connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.connections.acquire(blocking=False):
+            _refuse(request)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread started: its slot is free again
+            self.connections.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.connections.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        logger.debug("web: a connection failed", exc_info=True)  # a reset by the client: nothing to answer
+
+
 class WebServer:
     """Serves the page and its API on `address` until `close()`.
 
@@ -89,10 +200,8 @@ class WebServer:
     def __init__(self, address: tuple[str, int], token: Token, view: View, editor: Editor) -> None:
         handler = type("Handler", (_Handler,), {"web": self})
         self.token, self.view, self.editor = token, view, editor
-        self.slots = threading.BoundedSemaphore(MAX_REQUESTS)
         self.loopback = address[0] in ("127.0.0.1", "localhost", "::1")
-        self._server = ThreadingHTTPServer(address, handler)
-        self._server.daemon_threads = True
+        self._server = _Server(address, handler)
         self.port = self._server.server_address[1]
         self.hosts = {f"{h}:{self.port}" for h in ("127.0.0.1", "localhost", "[::1]", address[0])}
         self._thread = threading.Thread(target=self._server.serve_forever, name="web", daemon=True)
@@ -110,9 +219,25 @@ class WebServer:
 class _Handler(BaseHTTPRequestHandler):
     web: WebServer
     timeout = SOCKET_S
+    headers_s = HEADERS_S
     protocol_version = "HTTP/1.1"  # a viewer's polls reuse one connection
     server_version = "video-ingest"
     sys_version = ""
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # the socket's own reader, replaced by one with a deadline
+        self._reader = _Deadline(self.connection, self.timeout)
+        self.rfile = io.BufferedReader(self._reader)
+
+    def handle_one_request(self) -> None:
+        self._reader.deadline = time.monotonic() + self.headers_s
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()  # reads the headers
+        self._reader.deadline = None
+        return parsed
 
     def log_message(self, format: str, *args: Any) -> None:
         logger.debug("web: %s %s", self.command, urlsplit(self.path).path)
@@ -124,9 +249,6 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve(self._put)
 
     def _serve(self, route: Any) -> None:
-        if not self.web.slots.acquire(blocking=False):
-            self._error(503, "Busy", f"the web view serves {MAX_REQUESTS} requests at once: close some viewers")
-            return
         try:
             if self.web.loopback and self.headers.get("Host") not in self.web.hosts:
                 self._error(403, "Forbidden", "this web view answers requests for its own loopback address only")
@@ -138,31 +260,25 @@ class _Handler(BaseHTTPRequestHandler):
             logger.error("web: %s %s failed: %s: %s", self.command, urlsplit(self.path).path, type(exc).__name__, exc,
                          exc_info=exc)
             self._error(500, "InternalError", "the web view failed on this request (the bridge's log has why)")
-        finally:
-            self.web.slots.release()
 
-    def _token(self, header_only: bool = False) -> str | None:
+    def _token(self, header_only: bool = True) -> str | None:
+        """The token of `Authorization: Bearer`: the only credential (a cookie is never one).
+
+        Args:
+            header_only: kept for the callers; every credential is a header now.
+        """
         auth = self.headers.get("Authorization", "")
-        if auth.startswith("Bearer "):
-            return auth[7:].strip()
-        if header_only:
-            return None
-        try:
-            morsel = SimpleCookie(self.headers.get("Cookie", "")).get(COOKIE)
-        except CookieError:
-            return None
-        return unquote(morsel.value) if morsel else None
+        return auth[7:].strip() if auth.startswith("Bearer ") else None
 
     def _get(self, url: Any) -> None:
         if url.path.startswith("/static/") and url.path[8:] in FILES:
             name = url.path[8:]
             self._send(200, (STATIC / name).read_bytes(), FILES[name])
             return
-        authorized = self.web.token.matches(self._token())
-        if url.path in ("/", "/index.html"):  # the page asks for the token when it has none
-            self._send(200 if authorized else 401, (STATIC / "index.html").read_bytes(), "text/html; charset=utf-8")
+        if url.path in ("/", "/index.html"):  # no data in it: it asks for the token, which a navigation never sends
+            self._send(200, (STATIC / "index.html").read_bytes(), "text/html; charset=utf-8")
             return
-        if not authorized:
+        if not self.web.token.matches(self._token()):
             self._unauthorized()
             return
         if url.path == "/api/cameras":
@@ -199,22 +315,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _live(self, query: dict[str, list[str]]) -> None:
         """`?cameras=a,b&after=12,-1&stills=0,1`: the next picture of each, in one long poll."""
-        def listed(key: str, default: str) -> list[str]:
-            return (query.get(key) or [""])[0].split(",") if query.get(key) else [default] * len(names)
-
-        names = (query.get("cameras") or [""])[0].split(",")
-        after, stills = listed("after", "-1"), listed("stills", "0")
-        views = [self.web.view.camera(name) for name in names]
-        if not all(views) or len(after) != len(names) or len(stills) != len(names):
-            missing = [n for n, v in zip(names, views) if v is None]
-            self._error(404 if missing else 400, "NotFound" if missing else "BadRequest",
-                        f"no such camera: {', '.join(missing)}" if missing else
-                        "give `after` (and `stills`) once per camera of `cameras`, comma-separated")
-            return
-        try:
-            wanted = [(v, int(a), s == "1") for v, a, s in zip(views, after, stills) if v is not None]
-        except ValueError:
-            self._error(400, "BadRequest", "after must be whole numbers: the `seq` of the last picture shown")
+        wanted = live_wanted(query, self.web.view)
+        if isinstance(wanted, Refusal):
+            self._error(wanted.status, wanted.kind, wanted.message)
             return
         found = self.web.view.live(wanted, POLL_S)
         self._send(200 if found else 204, b"".join(f.data for f in found), "application/octet-stream")

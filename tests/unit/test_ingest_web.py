@@ -244,7 +244,6 @@ def test_the_api_answers_401_without_the_token_404_for_no_camera_and_403_for_ano
     base = f"http://127.0.0.1:{server.port}"
     auth = {"Authorization": "Bearer " + "t" * 24}
     assert requests.get(base + "/api/cameras", timeout=5).status_code == 401
-    assert requests.get(base + "/", timeout=5).status_code == 401
     assert requests.get(base + "/static/view.js", timeout=5).status_code == 200  # the page's code: no data
     cameras = requests.get(base + "/api/cameras", headers=auth, timeout=5).json()["cameras"]
     assert [c["name"] for c in cameras] == ["dock", "lobby"]
@@ -269,4 +268,46 @@ def test_a_stalled_viewer_is_dropped_and_holds_no_slot(server, monkeypatch):
     time.sleep(1.5)
     assert stalled.recv(100) == b""  # the server gave up on it
     stalled.close()
-    assert server.slots._value == web.MAX_REQUESTS
+    _wait_for(lambda: server._server.connections._value == web.MAX_CONNECTIONS)
+
+
+def test_a_camera_named_twice_or_more_cameras_than_the_bridge_has_are_refused(server):
+    base = f"http://127.0.0.1:{server.port}/api/live"
+    auth = {"Authorization": "Bearer " + "t" * 24}
+    twice = requests.get(base + "?cameras=dock,lobby,dock,dock&after=-1,-1,-1,-1", headers=auth, timeout=15)
+    assert twice.status_code == 400 and twice.json() == {
+        "code": 400, "type": "BadRequest", "message": "camera named more than once: dock (name each camera once)"}
+    many = requests.get(base + "?cameras=dock,lobby,nope", headers=auth, timeout=15)
+    assert many.status_code == 400 and many.json() == {
+        "code": 400, "type": "BadRequest", "message": "3 cameras named: this bridge has 2"}
+    unknown = requests.get(base + "?cameras=nope,lobby", headers=auth, timeout=15)
+    assert unknown.status_code == 404 and unknown.json() == {
+        "code": 404, "type": "NotFound", "message": "no such camera: nope"}
+
+
+def test_a_cookie_is_no_credential_and_the_page_itself_needs_none(server):
+    base = f"http://127.0.0.1:{server.port}"
+    cookie = {"Cookie": "video_ingest_token=" + "t" * 24}
+    refused = requests.get(base + "/api/cameras", headers=cookie, timeout=5)
+    assert refused.status_code == 401 and refused.json()["type"] == "Unauthorized"
+    page = requests.get(base + "/", timeout=5)  # a navigation never sends the header: the page asks for the token
+    assert page.status_code == 200 and b'<form id="login"' in page.content
+
+
+def test_request_headers_trickled_a_byte_at_a_time_end_at_the_deadline(server, monkeypatch):
+    monkeypatch.setattr(web._Handler, "headers_s", 1.0)
+    slow = socket.create_connection(("127.0.0.1", server.port))
+    slow.settimeout(0.3)
+    request, closed = b"GET /api/cameras HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 100, False
+    for byte in request[:60]:  # a byte each 0.3 s for 18 s: never a second without one, never the whole headers
+        try:
+            slow.sendall(bytes([byte]))
+            closed = slow.recv(100) == b""
+        except TimeoutError:
+            continue
+        except OSError:  # reset: closed too
+            closed = True
+        if closed:
+            break
+    slow.close()
+    assert closed

@@ -3,7 +3,9 @@
 // counts and last events. Talks only to the bridge's own API (docs/ingest.md, "Live view").
 "use strict";
 
-const COOKIE = "video_ingest_token";
+// The token lives in this tab's sessionStorage (this origin only): a cookie would reach every port
+// of the host. Every API call sends it as `Authorization: Bearer`.
+const TOKEN = "video_ingest_token";
 const COLOURS = { zone: "rgb(255,214,0)", line: "rgb(0,200,255)", box: "rgb(60,255,60)", draft: "rgb(255,80,255)" };
 const LIVE_EDGE_S = 3;      // further behind the newest video than this: jump to it
 const KEEP_S = 20;          // video kept behind the playing position
@@ -11,12 +13,18 @@ const THUMBNAILS = 200;     // events' thumbnails kept (made here, from the fram
 const thumbnails = new Map();
 
 function token() {
-  const found = document.cookie.split("; ").find((c) => c.startsWith(COOKIE + "="));
-  return found ? decodeURIComponent(found.slice(COOKIE.length + 1)) : "";
+  return sessionStorage.getItem(TOKEN) || "";
 }
 
 function setToken(value) {
-  document.cookie = `${COOKIE}=${encodeURIComponent(value)}; path=/; SameSite=Strict`;
+  sessionStorage.setItem(TOKEN, value);
+}
+
+// A cookie an older page set: gone, so that no port of the host receives it again.
+function forgetCookie() {
+  if (document.cookie.split("; ").some((c) => c.startsWith(TOKEN + "="))) {
+    document.cookie = `${TOKEN}=; path=/; max-age=0; SameSite=Strict`;
+  }
 }
 
 async function api(path, options = {}) {
@@ -300,17 +308,45 @@ async function live() {
     }
     if (response.status === 204) continue;
     if (!response.ok) { await sleep(1000); continue; }
-    const data = new Uint8Array(await response.arrayBuffer());
-    const view = new DataView(data.buffer);
-    for (let at = 0; at + 8 <= data.length;) {
-      const headLength = view.getUint32(at), payloadLength = view.getUint32(at + 4);
-      const head = JSON.parse(new TextDecoder().decode(data.subarray(at + 8, at + 8 + headLength)));
-      const payload = data.subarray(at + 8 + headLength, at + 8 + headLength + payloadLength);
-      at += 8 + headLength + payloadLength;
-      const tile = tiles.get(head.camera);
-      if (tile) tile.receive(head, payload);
+    try {
+      if (!fragments(new Uint8Array(await response.arrayBuffer()))) await sleep(1000);
+    } catch (error) {
+      console.warn("live view: a response skipped:", error);  // one bad answer never ends the poll
+      await sleep(1000);
     }
   }
+}
+
+// A live poll's fragments, each to its tile; one that cannot be read is skipped (and its camera
+// moved past it, when its seq can be read), the others shown. Returns how many were shown.
+function fragments(data) {
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  let shown = 0;
+  for (let at = 0; at + 8 <= data.length;) {
+    const headLength = view.getUint32(at), payloadLength = view.getUint32(at + 4);
+    const text = new TextDecoder().decode(data.subarray(at + 8, at + 8 + headLength));
+    const payload = data.subarray(at + 8 + headLength, at + 8 + headLength + payloadLength);
+    at += 8 + headLength + payloadLength;
+    let head;
+    try {
+      head = JSON.parse(text);
+    } catch (error) {
+      console.warn(`live view: a fragment skipped, its header is not JSON (${error.message}):`, text.slice(0, 200));
+      skipped(text);
+      continue;
+    }
+    const tile = tiles.get(head.camera);
+    if (tile && payload.length === payloadLength) { tile.receive(head, payload); shown++; }
+  }
+  return shown;
+}
+
+// The camera and seq of a header that is not JSON (`{"seq":N,"kind":...,"camera":"NAME",...}`):
+// its tile asks for the fragments after it, not for it again.
+function skipped(text) {
+  const seq = /^\{"seq":(\d+),/.exec(text), camera = /"camera":"([A-Za-z0-9_.-]+)"/.exec(text);
+  const tile = seq && camera ? tiles.get(camera[1]) : null;
+  if (tile && Number(seq[1]) > tile.seq) tile.seq = Number(seq[1]);
 }
 
 function describe(state) {
@@ -421,6 +457,7 @@ function unfocus() {
 }
 
 async function start() {
+  forgetCookie();
   const hash = new URLSearchParams(location.hash.slice(1));
   if (hash.get("token")) {
     setToken(hash.get("token"));
