@@ -12,6 +12,7 @@ the `--config` file, reloads the camera list.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import signal
@@ -20,6 +21,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ingest import config
 from ingest.camera import CameraWorker
@@ -78,13 +80,15 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def cameras(args: argparse.Namespace, mqtt_on: bool = False) -> list[Camera]:
-    """The cameras of `--config` and `--camera` (their names checked as topics, `mqtt_on`).
+def runnable(data: Any, args: argparse.Namespace, mqtt_on: bool = False) -> list[Camera]:
+    """Whether a camera list can run, as start, reload and the web editor ask it: the cameras of
+    the parsed `--config` file `data` (None without one) and of `--camera`, their names checked
+    as topics when `mqtt_on`.
 
     Raises:
         ConfigError: naming the camera and the fix.
     """
-    listed = config.load(args.config) if args.config else []
+    listed = config.parse(data, str(args.config)) if args.config else []
     settings = {"mode": args.mode, "transport": args.transport, "loop": args.loop, "sample_fps": args.sample_fps,
                 "track": args.track}
     given = [config.from_argument(text, **settings) for text in args.camera]
@@ -92,6 +96,15 @@ def cameras(args: argparse.Namespace, mqtt_on: bool = False) -> list[Camera]:
     if mqtt_on:
         mqtt.check_names(found)
     return found
+
+
+def cameras(args: argparse.Namespace, mqtt_on: bool = False) -> list[Camera]:
+    """The cameras of `--config` (read now) and `--camera`, checked by `runnable`.
+
+    Raises:
+        ConfigError: naming the camera and the fix.
+    """
+    return runnable(config.read(args.config) if args.config else None, args, mqtt_on)
 
 
 def mqtt_settings(args: argparse.Namespace) -> mqtt.MqttSettings | None:
@@ -156,14 +169,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     fleet = Fleet(lambda camera: CameraWorker(camera, shared).start(), args.shard)
     fleet.apply(listed)
     try:
-        server = _serve(web, view, fleet, Editor(args.config)) if web and view else None
+        server = _serve(web, view, fleet, _editor(args, broker)) if web and view else None
     except OSError as exc:
         print(f"video-ingest: --web {args.web}: cannot listen there ({exc.strerror}): choose a free port",
               file=sys.stderr)
         fleet.stop_all(time.monotonic() + DRAIN_S)
         return 2
     try:
-        _run(args, fleet, signals, redact, lines, broker)
+        _run(args, fleet, signals, redact, lines, broker, server.editor if server else None)
     finally:
         if server is not None:
             server.close()
@@ -180,6 +193,11 @@ def _view(lines: Lines, metrics: Metrics) -> View:
     lines.add_sink(view)
     metrics.watch(view)
     return view
+
+
+def _editor(args: argparse.Namespace, broker: mqtt.MqttSettings | None) -> Editor:
+    """The web view's editor of `--config`: it refuses what `runnable` refuses, as start and reload do."""
+    return Editor(args.config, check=functools.partial(runnable, args=args, mqtt_on=broker is not None))
 
 
 def _serve(web: tuple[tuple[str, int], access.Token], view: View, fleet: Fleet, editor: Editor) -> WebServer:
@@ -213,8 +231,9 @@ def _sink(broker: mqtt.MqttSettings | None, lines: Lines, metrics: Metrics) -> m
 
 
 def _run(args: argparse.Namespace, fleet: Fleet, signals: Signals, redact: Redactor, lines: Lines,
-         broker: mqtt.MqttSettings | None = None) -> None:
-    """Waits for the end (signal, duration, files done), reloading the list when it changes."""
+         broker: mqtt.MqttSettings | None = None, editor: Editor | None = None) -> None:
+    """Waits for the end (signal, duration, files done), reloading the list (and the web editor's
+    reading of it) when it changes."""
     end = None if args.duration is None else time.monotonic() + args.duration
     watch = FileWatch(args.config) if args.config else None
     while not signals.stop.wait(min(WATCH_S, max(0.0, end - time.monotonic())) if end else WATCH_S):
@@ -225,6 +244,8 @@ def _run(args: argparse.Namespace, fleet: Fleet, signals: Signals, redact: Redac
         if watch is not None and (watch.changed() or signals.reload.is_set()):
             signals.reload.clear()
             _reload(args, fleet, redact, lines, broker)
+            if editor is not None:
+                editor.refresh()
 
 
 def _reload(args: argparse.Namespace, fleet: Fleet, redact: Redactor, lines: Lines,

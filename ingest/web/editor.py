@@ -1,19 +1,29 @@
 """The web view's zone and line editor: a camera's `zones` and `lines` written into the camera list.
 
 The file is edited as a round trip (ruamel.yaml): its comments, order and quoting stay; a shape
-that did not change keeps its own text. The new text is checked by the same code as at start
-(`ingest.config.parse`) before it replaces the file (a temporary file renamed over it), so an
-invalid shape changes nothing and answers the bridge's own message. The running bridge notices
-the new content within a second and applies it without reconnecting the camera (`ingest.cli`).
+that did not change keeps its own text. The new text is checked by the bridge's own check of a
+camera list (the one function that start and reload call, `--mqtt`'s topic names included) before
+it replaces the file's target (a temporary file beside it renamed over it, its owner and mode
+kept), so an invalid shape changes nothing and answers the bridge's own message. A save made from
+an older version of the file (another tab, a hand edit) is refused. The running bridge notices the
+new content within a second and applies it without reconnecting the camera (`ingest.cli`).
+
+The file is parsed when it is saved and when it changes on disk (`refresh`, called by the bridge's
+watch of the file), never to show a scene: `read_only` and `version` answer from what was read.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import hashlib
 import io
+import logging
 import os
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +33,36 @@ from ingest import config
 from ingest.analytics import scene
 from ingest.config import ConfigError
 
+logger = logging.getLogger(__name__)
+
+#: The bridge's check of a parsed camera list: raises ConfigError with its message.
+Check = Callable[[Any], object]
+_KINDS = {400: "InvalidScene", 403: "NotWritable", 409: "ReadOnly", 500: "WriteFailed"}
+
 
 class EditError(ValueError):
-    """A save that was refused; `status` is its HTTP status (400 invalid, 409 read-only)."""
+    """A save that was refused: `status` is its HTTP status (400 invalid, 403 an unwritable file,
+    409 read-only or changed since it was read), `kind` the answer's `type`."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, kind: str | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.kind = kind or _KINDS.get(status, "InternalError")
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The camera list as last read: its `version` (a hash of its content), the cameras it holds,
+    or why none can be edited now (unreadable, or not YAML while being edited by hand)."""
+
+    version: str
+    names: frozenset[str] = frozenset()
+    problem: str | None = None
+
+
+def version_of(text: str | bytes) -> str:
+    """The version of a camera list's content, as the page gets it with a scene and sends it back."""
+    return hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()[:16]
 
 
 class Editor:
@@ -38,29 +71,62 @@ class Editor:
     Args:
         path: the `--config` file.
         environ: the environment `${VAR}`s are checked against (the bridge's own).
+        check: the bridge's check of a parsed camera list (default: `ingest.config.parse`).
     """
 
-    def __init__(self, path: Path | None, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(self, path: Path | None, environ: Mapping[str, str] | None = None, check: Check | None = None) -> None:
         self.path = path
-        self._environ = os.environ if environ is None else environ
+        environ = os.environ if environ is None else environ
+        self._check = check or (lambda data: config.parse(data, str(path), environ))
         self._lock = threading.Lock()
+        self.parses = 0  # ruamel parses of the file: at a save or a change on disk, never per view
+        self._seen = Snapshot("")
+        self.refresh()
+
+    @property
+    def version(self) -> str | None:
+        """The version of the file as last read (None without a file)."""
+        return self._seen.version if self.path is not None else None
+
+    def refresh(self) -> bool:
+        """Reads the file again if its content changed since it was last read; whether it had."""
+        if self.path is None:
+            return False
+        with self._lock:
+            try:
+                text = self.path.read_text()
+            except OSError as exc:
+                self._seen = Snapshot("", problem=f"cannot read the camera list {self.path}: {exc.strerror}")
+                return True
+            if version_of(text) == self._seen.version:
+                return False
+            try:
+                self._seen = _snapshot(self._parse(text), text)
+            except EditError as exc:
+                self._seen = Snapshot(version_of(text), problem=str(exc))
+            return True
 
     def read_only(self, camera: str) -> str | None:
-        """Why `camera`'s zones and lines cannot be edited here, or None if they can."""
+        """Why `camera`'s zones and lines cannot be edited here, or None if they can (no file read)."""
         if self.path is None:
             return "given with --camera: there is no camera list to save to (start with --config cameras.yaml)"
-        try:
-            self._entry(self._load()[0], camera)
-        except EditError as exc:
-            return str(exc)
-        return None
+        seen = self._seen
+        if seen.problem is not None:
+            return seen.problem
+        return None if camera in seen.names else self._not_listed(camera)
 
-    def save(self, camera: str, zones: Any, lines: Any) -> None:
+    def save(self, camera: str, zones: Any, lines: Any, version: str | None = None) -> str:
         """Makes `zones` and `lines` (lists of mappings, as in the YAML) the camera's own.
 
+        Args:
+            version: the file's version the change was made from (None: not checked).
+
+        Returns:
+            The file's new version.
+
         Raises:
-            EditError: 409 for a read-only camera; 400, with the bridge's message, for a list
-                that would not start.
+            EditError: 409 for a read-only camera or a file changed since `version`; 400, with the
+                bridge's message, for a list that would not start; 403 for a file that cannot be written.
         """
         if self.path is None:
             raise EditError(409, str(self.read_only(camera)))
@@ -68,51 +134,83 @@ class Editor:
             if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
                 raise EditError(400, f"{key} must be a list of mappings, each with a `name`")
         with self._lock:
-            document, indent, offset = self._load()
-            entry = self._entry(document, camera)  # 409 for a camera not in the file
-            for key, value in (("zones", zones), ("lines", lines)):
-                _put(entry, key, value)
-            text = _dump(document, indent or 2, offset or 0)
+            text = self._text()
+            if version is not None and version != version_of(text):
+                raise EditError(409, f"{self.path} changed since this page read it (another tab or a hand edit): "
+                                     "reload the camera's scene and make the change again", "Conflict")
+            document, indent, offset = self._parse(text)
+            new = _edited(document, self._entry(document, camera), zones, lines, indent, offset)
             try:
-                config.parse(yaml.safe_load(text), str(self.path), self._environ)
+                self._check(yaml.safe_load(new))
             except (ConfigError, yaml.YAMLError) as exc:
                 raise EditError(400, str(exc)) from None
-            _replace(self.path, text)
+            _replace(self.path, new)
+            self._seen = _snapshot((document, indent, offset), new)
+            return self._seen.version
 
-    def _load(self) -> tuple[Any, int | None, int | None]:
-        """The file's document, and its list indentation and dash offset (ruamel's guess)."""
-        from ruamel.yaml.util import load_yaml_guess_indent
-
+    def _text(self) -> str:
         assert self.path is not None
         try:
-            text = self.path.read_text()
-            _, indent, offset = load_yaml_guess_indent(text)
-            return _yaml(2, 0).load(text), indent, offset
+            return self.path.read_text()
         except OSError as exc:
             raise EditError(409, f"cannot read the camera list {self.path}: {exc.strerror}") from None
+
+    def _parse(self, text: str) -> tuple[Any, int | None, int | None]:
+        """The document of `text`, and its list indentation and dash offset (ruamel's guess)."""
+        from ruamel.yaml.util import load_yaml_guess_indent
+
+        self.parses += 1
+        logger.debug("editor: parsing the camera list %s (version %s, parse %d)", self.path, version_of(text),
+                     self.parses)
+        try:
+            _, indent, offset = load_yaml_guess_indent(text)
+            return _yaml(2, 0).load(text), indent, offset
         except Exception as exc:  # ruamel's errors: the file is being edited by hand
             raise EditError(409, f"{self.path} is not valid YAML now ({type(exc).__name__}): fix it first") from None
 
     def _entry(self, document: Any, camera: str) -> Any:
-        cameras = document.get("cameras") if isinstance(document, Mapping) else None
-        for entry in cameras if isinstance(cameras, list) else []:
-            if isinstance(entry, Mapping) and entry.get("name") == camera:
+        for entry in _entries(document):
+            if entry.get("name") == camera:
                 return entry
-        raise EditError(409, f"camera {camera!r} is not in {self.path} (given with --camera): edit its "
-                             "zones and lines there, or on the command line")
+        raise EditError(409, self._not_listed(camera))
+
+    def _not_listed(self, camera: str) -> str:
+        return (f"camera {camera!r} is not in {self.path} (given with --camera): edit its "
+                "zones and lines there, or on the command line")
 
 
-def _put(entry: Any, key: str, shapes: list[Mapping[str, Any]]) -> None:
-    """`entry[key] = shapes`, keeping the node of each shape that means the same as before."""
+def _entries(document: Any) -> list[Any]:
+    cameras = document.get("cameras") if isinstance(document, Mapping) else None
+    return [e for e in cameras if isinstance(e, Mapping)] if isinstance(cameras, list) else []
+
+
+def _snapshot(parsed: tuple[Any, int | None, int | None], text: str) -> Snapshot:
+    return Snapshot(version_of(text), frozenset(str(e.get("name")) for e in _entries(parsed[0])))
+
+
+def _edited(document: Any, entry: Any, zones: list[Any], lines: list[Any], indent: int | None,
+            offset: int | None) -> str:
+    """The file's new text: the entry's zones and lines replaced (an empty list kept where the
+    `defaults:` would otherwise give the camera theirs)."""
+    defaults = document.get("defaults") if isinstance(document, Mapping) else None
+    for key, value in (("zones", zones), ("lines", lines)):
+        inherited = isinstance(defaults, Mapping) and bool(defaults.get(key))
+        _put(entry, key, value, inherited)
+    return _dump(document, indent or 2, offset or 0)
+
+
+def _put(entry: Any, key: str, shapes: list[Mapping[str, Any]], inherited: bool = False) -> None:
+    """`entry[key] = shapes`, keeping the node of each shape that means the same as before
+    (`inherited`: the list's `defaults:` give the camera shapes when it has no key of its own)."""
     from ruamel.yaml.comments import CommentedSeq
 
     old = {s.get("name"): s for s in entry.get(key) or [] if isinstance(s, Mapping)}
-    if not shapes:
+    if not shapes and not inherited:
         entry.pop(key, None)  # none left: the key goes (an empty block list would take its comments along)
         return
     seq = CommentedSeq()
-    if isinstance(entry.get(key), CommentedSeq) and entry[key].fa.flow_style():
-        seq.fa.set_flow_style()  # written on one line before: so it stays
+    if not shapes or isinstance(entry.get(key), CommentedSeq) and entry[key].fa.flow_style():
+        seq.fa.set_flow_style()  # written on one line before (or `[]`, none over the defaults): so it stays
     for shape in shapes:
         before = old.get(shape.get("name"))
         seq.append(before if before is not None and _same(key, before, shape) else _node(shape))
@@ -167,16 +265,44 @@ def _dump(document: Any, indent: int, offset: int) -> str:
 
 
 def _replace(path: Path, text: str) -> None:
-    """Writes `text` to a temporary file beside `path`, with its mode, and renames it over `path`."""
-    mode = path.stat().st_mode & 0o777
-    handle, partial = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    """Writes `text` over the file `path` names (a link's target: the link stays) atomically: a
+    temporary file beside it, with its owner (where permitted) and mode, renamed over it.
+
+    Raises:
+        EditError: 403 naming the file or folder that cannot be written, and the fix; nothing changed.
+    """
+    target = path.resolve()
+    before = target.stat()
+    _writable(target, before.st_mode)
+    try:
+        handle, partial = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    except OSError as exc:
+        raise _unwritable(target.parent, exc, "the camera list's folder") from None
     try:
         with os.fdopen(handle, "w") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-        os.chmod(partial, mode)
-        os.replace(partial, path)
-    except BaseException:
+        with contextlib.suppress(PermissionError):  # another user's file: only root may keep its owner
+            os.chown(partial, before.st_uid, before.st_gid)
+        os.chmod(partial, before.st_mode & 0o7777)  # after chown, which may clear set-id bits
+        os.replace(partial, target)
+    except BaseException as exc:
         Path(partial).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _unwritable(target, exc, "the camera list") from None
         raise
+
+
+def _writable(target: Path, mode: int) -> None:
+    """Refuses a camera list that is read-only (no write permission, for this user or anyone)."""
+    if not mode & 0o222 or not os.access(target, os.W_OK):
+        raise EditError(403, f"the camera list {target} is read-only (mode {mode & 0o7777:04o}): make it writable "
+                             f"(chmod u+w {target}) to save from the page, or edit it by hand")
+
+
+def _unwritable(where: Path, exc: OSError, what: str) -> EditError:
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return EditError(403, f"cannot write {what} {where} ({exc.strerror}): make it writable "
+                              f"(chmod u+w {where}) to save from the page; nothing was changed")
+    return EditError(500, f"cannot write {what} {where} ({exc.strerror}); nothing was changed")

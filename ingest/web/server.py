@@ -310,8 +310,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _scene(self, view: CameraView) -> dict[str, Any]:
         assert view.camera is not None
-        reason = self.web.editor.read_only(view.name)
-        return {**scene_json(view.camera.scene), "editable": reason is None, "read_only_reason": reason}
+        reason = self.web.editor.read_only(view.name)  # from what the editor last read: no file read here
+        return {**scene_json(view.camera.scene), "editable": reason is None, "read_only_reason": reason,
+                "version": self.web.editor.version}
 
     def _live(self, query: dict[str, list[str]]) -> None:
         """`?cameras=a,b&after=12,-1&stills=0,1`: the next picture of each, in one long poll."""
@@ -332,13 +333,16 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             body = self._body()
-            self.web.editor.save(found[1], body.get("zones", []), body.get("lines", []))
+            version = body.get("version")
+            if version is not None and not isinstance(version, str):
+                raise EditError(400, "version must be the scene's `version`, as it came")
+            saved = self.web.editor.save(found[1], body.get("zones", []), body.get("lines", []), version)
         except EditError as exc:
-            self._error(exc.status, "InvalidScene" if exc.status == 400 else "ReadOnly", str(exc))
+            self._error(exc.status, exc.kind, str(exc))
             return
         logger.info("web view: camera %s's zones and lines saved to %s", found[1], self.web.editor.path)
-        self._json(200, {"saved": True, "message": "saved; the bridge applies it within a second, "
-                                                   "without reconnecting the camera"})
+        self._json(200, {"saved": True, "version": saved, "message": "saved; the bridge applies it within a "
+                                                                     "second, without reconnecting the camera"})
 
     def _body(self) -> dict[str, Any]:
         length = int(self.headers.get("Content-Length") or 0)

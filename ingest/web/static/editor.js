@@ -23,6 +23,7 @@ class Editor {
     this.zones = scene.zones.map((z) => ({ ...z }));
     this.lines = scene.lines.map((l) => ({ ...l }));
     this.editable = scene.editable;
+    this.version = scene.version;  // sent back with a save: one made from an older file is refused
     this.$("editor-note").textContent = scene.editable ? "" : `Read-only: ${scene.read_only_reason}`;
     for (const id of ["draw-zone", "draw-line", "add", "save", "cancel", "shape-name", "shape-classes"]) {
       this.$(id).disabled = !scene.editable;
@@ -142,12 +143,19 @@ class Editor {
     this.fail("");
     const response = await window.view.api(`/api/cameras/${this.tile.name}/scene`, {
       method: "PUT", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ zones: this.zones, lines: this.lines }),
+      body: JSON.stringify({ zones: this.zones, lines: this.lines, version: this.version }),
     });
     const body = await response.json();
-    if (!response.ok) { this.fail(body.message); return; }
-    this.$("editor-saved").textContent = body.message;
     const tile = this.tile;
+    if (response.status === 409 && body.type === "Conflict") {
+      // Another tab or a hand edit changed the file: show what it holds now, and say so.
+      await window.view.loadScene(tile);
+      this.fail(`Not saved: ${body.message} (the camera's zones and lines were reloaded).`);
+      return;
+    }
+    if (!response.ok) { this.fail(body.message); return; }
+    this.version = body.version;
+    this.$("editor-saved").textContent = body.message;
     setTimeout(() => window.view.loadScene(tile), 1500);
   }
 }
