@@ -4,7 +4,8 @@ Counting owns its memory (DESIGN section 13): a track's side of each line and it
 each zone are kept, keyed by track id, for as long as the tracker keeps the track, whatever the
 detector missed in between; they end when the tracker ends the track (`end_tracks`), starts
 anew or the camera goes down (`end`). The geometry is supervision's (0.31): its `PolygonZone`
-mask decides what is inside a zone, and its `LineZone` rule which side of a line a box is on.
+mask decides what is inside a zone (kept as runs over the polygon's box, `ingest.analytics.polygon`:
+a zone costs its own size, not the frame's), and its `LineZone` rule which side of a line a box is on.
 
 A line: a box is on a side when every one of the line's anchors (default: the four corners) is
 on it and between the line's two ends (perpendicular to it); a box on the line is on neither. A
@@ -36,6 +37,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from ingest.analytics.polygon import Region
 from ingest.analytics.scene import Anchor, Line, Zone
 
 logger = logging.getLogger(__name__)
@@ -108,7 +110,7 @@ class _ZoneState:
     zone: Zone
     members: dict[int, _Member] = field(default_factory=dict)
     shown: Counter[str] = field(default_factory=Counter)  # what the gauges say now
-    sized: tuple[tuple[int, int], npt.NDArray[np.bool_], Floats, int] | None = None  # size, framed mask, clip, row
+    sized: tuple[tuple[int, int], Region] | None = None  # the frame size it is for, its pixels
     anchors: Floats = field(init=False)
 
     def __post_init__(self) -> None:
@@ -116,23 +118,15 @@ class _ZoneState:
 
     def inside(self, boxes: Floats, size: tuple[int, int]) -> Bools:
         """Whether every anchor of each box is inside the polygon: supervision's `PolygonZone`
-        mask at the anchor's nearest pixel (off the mask: outside)."""
+        mask at the anchor's nearest pixel (off the mask: outside), kept at the cost of the
+        polygon's outline (`ingest.analytics.polygon`), not of the frame."""
         if self.sized is None or self.sized[0] != size:
-            import supervision as sv
-
             points = np.round(np.array(self.zone.polygon.pixels(*size))).astype(np.int64)
-            mask = sv.PolygonZone(points, triggering_anchors=[sv.Position.CENTER]).mask.astype(bool)
-            height, width = mask.shape
-            framed = np.zeros((height + 2, width + 2), dtype=bool)  # a false border: anything off the mask
-            framed[1:-1, 1:-1] = mask
-            k = len(self.zone.anchors)
-            # x of each anchor then y, clipped onto the border, in the framed mask's pixels
-            high = np.array([width] * k + [height] * k, dtype=np.float64)
-            self.sized = (size, framed.ravel(), high, width + 2)
-        _, flat, high, row = self.sized
+            self.sized = (size, Region(points))
         k = len(self.zone.anchors)
-        points = np.clip(np.rint(boxes @ self.anchors), -1, high).astype(np.int64) + 1
-        return _every(flat[points[:, k:] * row + points[:, :k]])
+        anchors = boxes @ self.anchors  # x of each anchor, then y
+        xy = np.stack([anchors[:, :k].ravel(), anchors[:, k:].ravel()], axis=1)
+        return _every(self.sized[1].inside(xy).reshape(-1, k))
 
 
 @dataclass(slots=True)
