@@ -53,6 +53,8 @@ CORNERS = (Anchor.TOP_LEFT, Anchor.TOP_RIGHT, Anchor.BOTTOM_LEFT, Anchor.BOTTOM_
 Point = tuple[float, float]
 #: No frame is wider or taller (the handler's own limit is lower): a coordinate past it is a typo.
 MAX_PIXELS = 16384
+#: A camera's zones and lines, each at most: every one is judged on every frame (docs/ingest.md).
+MAX_SHAPES = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,11 +170,17 @@ def _number(key: str, raw: Any, low: float, high: float) -> float:
     return float(raw)
 
 
+_JOIN = {"zones": ", or join neighbouring zones that count the same classes into one polygon"}
+
+
 def _named(raw: Any, key: str, build: Callable[[Mapping[str, Any], str], Any]) -> tuple[Any, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list):
         raise SceneError(f"{key} must be a list of mappings, each with a `name`")
+    if len(raw) > MAX_SHAPES:
+        raise SceneError(f"{key}: {len(raw)} given, a camera takes at most {MAX_SHAPES} (each is judged on every "
+                         f"frame): remove the {key} not needed{_JOIN.get(key, '')}")
     built, names = [], set()
     for i, entry in enumerate(raw):
         where = f"{key}[{i}]"
