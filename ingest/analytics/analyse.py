@@ -55,6 +55,7 @@ class Analytics:
         self._where: tuple[int, tuple[int, int]] | None = None  # (session, size) the tracker follows
         self._active: int | None = None  # what video_ingest_tracks_active says
         self._warned = False
+        self._warned_cap = False
         self._failures = 0
         self._closed = False
 
@@ -150,6 +151,8 @@ class Analytics:
         # in it; capture times may re-anchor on the wall clock (ingest.cameras.clock) and look like one.
         pts = float(line["pts"])
         ids = self._tracks.update(detections, pts)
+        if self._tracks.dropped:
+            self._dropped(len(detections))
         events += self._counting.end_tracks(self._tracks.ended)
         tracked, written = [], []
         display = self._scene.display_threshold
@@ -164,6 +167,18 @@ class Analytics:
         self._show_active(len(tracked))
         events += self._counting.frame(tracked, size, capture, pts)
         return self._stamped(events, now)
+
+    def _dropped(self, detections: int) -> None:
+        """A frame brought more detections than the tracker takes: the rest are counted, and the
+        first time told in the log."""
+        dropped = self._tracks.dropped
+        self._metrics.detections_dropped(self._camera, dropped)
+        if not self._warned_cap:
+            logger.warning("camera %s: a frame brought %d detections; the tracker takes the %d highest-scoring and "
+                           "leaves the rest untracked and unwritten (video_ingest_detections_dropped_total): raise "
+                           "the model's score_threshold or lower its max_detections", self._camera, detections,
+                           detections - dropped)
+            self._warned_cap = True
 
     def _show_active(self, tracks: int) -> None:
         if tracks != self._active:

@@ -32,6 +32,10 @@ _Q = 0.01  # process noise per frame, position and velocity
 _R = 0.1  # measurement noise
 _MIN_IOU = 0.1  # a match needs at least this overlap
 _CONFIRM = 2  # consecutive matches that give a track its id
+#: The detections of one frame the tracker takes at most, the highest-scoring first: its IoU matrix
+#: and optimal assignment grow with their square (bench/ingest.py --caps-only: 2,000 cost 0.5 s a
+#: frame; 300, about 17 ms) while the handler answers up to 100,000 (docs/ingest.md, "Tracking").
+MAX_DETECTIONS = 300
 # The columns of a track's row (`Tracks._rows`).
 _POS, _VEL = slice(0, 4), slice(4, 8)
 _P00, _P01, _P11, _UNSEEN_S, _MISSED, _RUN, _ID = range(8, 15)
@@ -48,17 +52,25 @@ class Tracks:
         lost_track_seconds: a track unseen this long (stream time) ends.
         threshold: boxes scoring at least this start tracks and are matched first; lower ones
             only keep tracks alive.
+        max_detections: a frame's detections taken at most, the highest-scoring first (equal
+            scores: the earlier first); the rest are not tracked.
 
     Attributes:
         ended: the ids of the tracks that the last `update` or `reset` ended (a counting layer
             closes them: their zones' `left`, their sides of lines forgotten).
+        dropped: the detections the last `update` left out (over `max_detections`).
     """
 
-    def __init__(self, lost_track_seconds: float = 1.0, threshold: float = 0.5) -> None:
+    def __init__(self, lost_track_seconds: float = 1.0, threshold: float = 0.5,
+                 max_detections: int = MAX_DETECTIONS) -> None:
+        if max_detections < 1:
+            raise ValueError(f"max_detections = {max_detections}: use 1 or more")
         self.lost_track_seconds = lost_track_seconds
         self.threshold = threshold
+        self.max_detections = max_detections
         self._issued = 0
         self.ended: list[int] = []
+        self.dropped = 0
         self._clear()
 
     def _clear(self) -> None:
@@ -89,7 +101,8 @@ class Tracks:
         return self.ended
 
     def update(self, detections: Sequence[dict[str, Any]], seconds: float) -> list[int | None]:
-        """The track id of each detection (None: not tracked, e.g. a box seen once).
+        """The track id of each detection (None: not tracked, e.g. a box seen once, or one past
+        `max_detections`: `dropped` counts those).
 
         Args:
             detections: the frame's detections, each with `box` (x1, y1, x2, y2) and `score`;
@@ -101,6 +114,20 @@ class Tracks:
         n = len(detections)
         boxes = np.array([d["box"] for d in detections], dtype=np.float64).reshape(n, 4)
         scores = np.array([d.get("score", 1.0) for d in detections], dtype=np.float64)
+        kept = _highest(scores, self.max_detections)
+        self.dropped = n - len(kept)
+        if self.dropped:
+            boxes, scores = boxes[kept], scores[kept]
+        ids = self._step(boxes, scores, seconds)
+        if self.dropped:
+            every = np.zeros(n, dtype=np.int64)
+            every[kept] = ids
+            ids = every
+        return [int(i) or None for i in ids.tolist()]
+
+    def _step(self, boxes: Floats, scores: Floats, seconds: float) -> Ints:
+        """The frame's tracker step: the track id of each box (0: none)."""
+        n = len(boxes)
         ended = self.reset() if self._last is not None and seconds < self._last else []
         elapsed = 1.0 / FPS if self._last is None else seconds - self._last
         self._last = seconds
@@ -120,7 +147,7 @@ class Tracks:
         rows = self._rows
         ended += self._keep((rows[:, _UNSEEN_S] <= self.lost_track_seconds) & ((rows[:, _ID] > 0) | (rows[:, _MISSED] == 0)))
         self.ended = ended
-        return [int(i) or None for i in ids.tolist()]
+        return ids
 
     def _predict(self, elapsed: float) -> None:
         """Every track one step of `elapsed` seconds on: its box by its velocity, its covariance
@@ -219,6 +246,15 @@ def _associate(tracks: Floats, boxes: Floats) -> tuple[tuple[Ints, Ints], Ints, 
     good = similarity[rows, cols] >= _MIN_IOU
     rows, cols = rows[good].astype(np.int64), cols[good].astype(np.int64)
     return (rows, cols), _others(len(tracks), rows), _others(len(boxes), cols)
+
+
+def _highest(scores: Floats, most: int) -> Ints:
+    """The indices of the `most` highest `scores` (a score that is not a number last; equal ones:
+    the earlier first), in index order; all of them when there are no more than `most`."""
+    if len(scores) <= most:
+        return np.arange(len(scores))
+    order = np.argsort(-scores, kind="stable")  # -NaN is NaN: sorted last
+    return np.sort(order[:most])
 
 
 def _others(n: int, taken: Ints) -> Ints:

@@ -41,6 +41,9 @@ class Metrics:
                                   ["camera", "line", "direction", "label"], registry=r)
         self._tracks = Gauge("video_ingest_tracks_active", "tracked objects in the latest answered frame",
                              ["camera"], registry=r)
+        self._detections_dropped = Counter("video_ingest_detections_dropped",
+                                           "detections past the tracker's cap a frame (the lowest-scoring; "
+                                           "not tracked, written nor counted)", ["camera"], registry=r)
         self._analytics_errors = Counter("video_ingest_analytics_errors",
                                          "frames a stage of tracking and counting failed on (a bug; logged)",
                                          ["camera", "stage"], registry=r)
@@ -130,6 +133,10 @@ class Metrics:
 
     def tracks_active(self, camera: str, tracks: int) -> None:
         self._child(self._tracks, camera).set(tracks)
+
+    def detections_dropped(self, camera: str, count: int) -> None:
+        """`count` detections of a frame past the tracker's cap (`ingest.analytics.tracking.MAX_DETECTIONS`)."""
+        self._child(self._detections_dropped, camera).inc(count)
 
     def analytics_error(self, camera: str, stage: str) -> None:
         """A stage (tracking, zone, line, snapshot) failed on a frame."""
