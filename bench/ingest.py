@@ -3,6 +3,7 @@
     python -m bench.ingest                 # the tables (about 10 minutes on 2 cores)
     python -m bench.ingest --full          # also 32 cameras in the decoding rows (saturates 2 cores)
     python -m bench.ingest --tracking-only # only the tracking rows and their verdict (about 5 minutes)
+    python -m bench.ingest --caps-only     # only the caps' rows (seconds)
     python -m bench.ingest --json out.json
 
 1. CPU: one `video-ingest` process (the real CLI) with 1, 8 and 32 cameras, each a looping
@@ -31,6 +32,13 @@
    The verdicts: a camera-frame with a zone and a line in at most 150 µs at 10 detections and
    1.5 ms at 100; 32 cameras at 10 detections with a zone and a line kept up in one process;
    tracking adds under 1% of a core per 1080p30 camera at 10 detections.
+4. Caps (issue 38), in this process, first: `Tracks.update` on 2,000 `moving_detections` a frame,
+   uncapped (as before its cap) and with its cap (`MAX_DETECTIONS`, the highest-scoring); 64
+   zones each across a 1080p frame (a rectangle and three triangles in turn) judging 100 boxes'
+   bottom centres, supervision's `PolygonZone` (a mask the size of the frame each: the baseline,
+   what counting used before) against ours (`ingest.analytics.polygon.Region`): the first frame
+   (built and judged: ms, and MB held after it and at its peak, by tracemalloc in a pass of its
+   own) and the µs of each frame after it.
 """
 
 from __future__ import annotations
@@ -456,6 +464,120 @@ def micro(detections: int, frames: int = 1000, warmup: int = 200, fps: int = 30)
     return [*rows, _micro_row(CAMERA_FRAME, detections, release[warmup:], fps, events)]
 
 
+#: The caps' rows (issue 38): the tracker on a crowded frame, with and without its cap, and a
+#: camera's zones, each over the whole frame (the worst case for a frame-sized mask).
+CAP_DETECTIONS = 2000
+CAP_ZONES = 64
+ZONE_DETECTIONS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class CapRow:
+    """One part timed in this process: µs a frame (median over `frames` after the first); for the
+    zones, their first frame too (built, then judged): ms, and MB held after it and at its peak
+    (tracemalloc, in a pass of its own)."""
+
+    part: str
+    case: str
+    frames: int
+    p50_us: float
+    first_ms: float | None = None
+    kept_mb: float | None = None
+    peak_mb: float | None = None
+
+
+def tracker_caps(detections: int = CAP_DETECTIONS, frames: int = 20, warmup: int = 3, fps: int = 30) -> list[CapRow]:
+    """`Tracks.update` on `detections` of `moving_detections` a frame: uncapped (what it cost
+    before the cap: `max_detections` as large as the frame) and with its default cap."""
+    from ingest.analytics.tracking import MAX_DETECTIONS, Tracks
+
+    boxes = [moving_detections(detections, f) for f in range(warmup + frames)]
+    rows = []
+    for part, tracks in (("Tracks.update, uncapped (before)", Tracks(max_detections=detections)),
+                         (f"Tracks.update, at most {MAX_DETECTIONS} (after)", Tracks())):
+        spent = []
+        for f, frame in enumerate(boxes):
+            started = time.perf_counter_ns()
+            tracks.update(frame, f / fps)
+            spent.append(time.perf_counter_ns() - started)
+        rows.append(CapRow(part, f"{detections} detections", frames, round(statistics.median(spent[warmup:]) / 1000, 1)))
+    return rows
+
+
+def frame_zones(width: int, height: int, zones: int) -> list[list[tuple[int, int]]]:
+    """`zones` polygons in pixels, each across the whole frame: a rectangle and three triangles in turn."""
+    w, h = width - 1, height - 1
+    shapes = [[(0, 0), (w, 0), (w, h), (0, h)], [(0, 0), (w, h), (0, h)], [(w, 0), (w, h), (0, h // 2)],
+              [(w, 0), (w, h), (0, h)]]
+    return [shapes[i % len(shapes)] for i in range(zones)]
+
+
+def _zone_judges(polygons: list[list[tuple[int, int]]]) -> dict[str, Callable[[], Callable[[object], object]]]:
+    """Each way of judging a frame's boxes against the zones: a builder (the first frame's work)
+    returning the per-frame judge of `[n, 4]` boxes."""
+    import numpy as np
+    import supervision as sv
+
+    from ingest.analytics.polygon import Region
+
+    points = [np.array(p, dtype=np.int64) for p in polygons]
+
+    def baseline() -> Callable[[object], object]:
+        masks = [sv.PolygonZone(p) for p in points]  # default anchor: the bottom centre
+        return lambda xyxy: [z.trigger(sv.Detections(xyxy=xyxy)) for z in masks]
+
+    def ours() -> Callable[[object], object]:
+        regions = [Region(p) for p in points]
+
+        def judge(xyxy: object) -> object:
+            b = np.asarray(xyxy)
+            feet = np.stack([(b[:, 0] + b[:, 2]) / 2, b[:, 3]], axis=1)
+            return [r.inside(feet) for r in regions]
+        return judge
+
+    return {"supervision PolygonZone (baseline)": baseline, "ingest Region (ours)": ours}
+
+
+def zone_costs(zones: int = CAP_ZONES, detections: int = ZONE_DETECTIONS, frames: int = 300) -> list[CapRow]:
+    """`zones` frame-wide zones on 1080p, `detections` boxes a frame: the first frame (build and
+    judge: ms, MB held and at the peak) and the frames after it (µs each, p50), supervision's
+    `PolygonZone` against ours."""
+    import tracemalloc
+
+    import numpy as np
+
+    width, height, _ = RESOLUTIONS[TRACK_VIDEO]
+    boxes = [np.array([d["box"] for d in moving_detections(detections, f, width, height)], dtype=np.float64)
+             for f in range(frames + 1)]
+    rows = []
+    for part, build in _zone_judges(frame_zones(width, height, zones)).items():
+        tracemalloc.start()
+        judge = build()
+        judge(boxes[0])
+        held, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        del judge
+        started = time.perf_counter_ns()
+        judge = build()
+        judge(boxes[0])
+        first = time.perf_counter_ns() - started
+        spent = []
+        for xyxy in boxes[1:]:
+            started = time.perf_counter_ns()
+            judge(xyxy)
+            spent.append(time.perf_counter_ns() - started)
+        rows.append(CapRow(part, f"{zones} frame-wide zones, {width}x{height}, {detections} boxes", frames,
+                           round(statistics.median(spent) / 1000, 1), round(first / 1e6, 1),
+                           round(held / 2**20, 2), round(peak / 2**20, 1)))
+    return rows
+
+
+def caps_table(rows: list[CapRow]) -> str:
+    head = ["in this process", "case", "frames", "µs/frame p50", "first frame ms", "MB held", "MB at peak"]
+    return markdown(head, [[r.part, r.case, str(r.frames), f"{r.p50_us:g}", _fmt(r.first_ms), _fmt(r.kept_mb),
+                            _fmt(r.peak_mb)] for r in rows])
+
+
 def _micro_row(part: str, detections: int, nanoseconds: list[int], fps: int, events: int = 0) -> MicroRow:
     p50 = statistics.median(nanoseconds) / 1000
     return MicroRow(part, detections, len(nanoseconds), round(p50, 1), round(statistics.fmean(nanoseconds) / 1000, 1),
@@ -587,14 +709,28 @@ def _fmt(value: float | None) -> str:
     return "" if value is None else f"{value:g}"
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.ingest", description=__doc__.split("\n\n")[0])
     parser.add_argument("--full", action="store_true", help="32 cameras in the decoding rows too")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON")
     parser.add_argument("--no-lag", action="store_true", help="skip the TorchServe lag rows")
     parser.add_argument("--tracking-only", action="store_true",
                         help="only the tracking rows, the in-process timings and the verdict (about 5 minutes)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--caps-only", action="store_true",
+                        help=f"only the caps' rows: the tracker on {CAP_DETECTIONS:,} detections with and without its "
+                             f"cap, {CAP_ZONES} zones against supervision's PolygonZone (seconds)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    caps = tracker_caps() + zone_costs()
+    model = re.sub(r"\s+", " ", _cpu_model())
+    print(caps_table(caps) + f"\n\n{psutil.cpu_count()} cores ({model})\n", flush=True)
+    if args.caps_only:
+        if args.json:
+            args.json.write_text(json.dumps([asdict(r) for r in caps], indent=2))
+        return 0
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -619,11 +755,10 @@ def main(argv: list[str] | None = None) -> int:
         print(table(rows) + "\n")
     print(tracking_table(track_rows) + "\n")
     print(micro_table(micro_rows))
-    model = re.sub(r"\s+", " ", _cpu_model())
     print(f"\n{psutil.cpu_count()} cores ({model}); CPU over {WINDOW_S:g} s after {WARMUP_S:g} s of warm-up")
     print(verdict(track_rows, micro_rows) or "tracking: no verdict (its rows are missing)")
     if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in [*rows, *track_rows, *micro_rows]], indent=2))
+        args.json.write_text(json.dumps([asdict(r) for r in [*rows, *track_rows, *micro_rows, *caps]], indent=2))
     return 0
 
 

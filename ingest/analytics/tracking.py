@@ -33,8 +33,9 @@ _R = 0.1  # measurement noise
 _MIN_IOU = 0.1  # a match needs at least this overlap
 _CONFIRM = 2  # consecutive matches that give a track its id
 #: The detections of one frame the tracker takes at most, the highest-scoring first: its IoU matrix
-#: and optimal assignment grow with their square (bench/ingest.py --caps-only: 2,000 cost 0.5 s a
-#: frame; 300, about 17 ms) while the handler answers up to 100,000 (docs/ingest.md, "Tracking").
+#: and optimal assignment grow faster than their number (issue 38: 17 ms a frame at 300, 501 ms at
+#: 2,000; `python -m bench.ingest --caps-only`) while the handler answers up to 100,000
+#: (docs/ingest.md, "Tracking").
 MAX_DETECTIONS = 300
 # The columns of a track's row (`Tracks._rows`).
 _POS, _VEL = slice(0, 4), slice(4, 8)

@@ -96,3 +96,23 @@ def test_tracking_table_and_verdict():
         "tracking adds 0.50% of a core per 1080p30 camera at 10 detections (target < 1%): PASS"]
     assert ingest.verdict(_rows(3.0, 4.2, 5.0), []).endswith(": FAIL")
     assert ingest.verdict([], []) is None
+
+
+def test_caps_table_and_rows():
+    rows = [ingest.CapRow("Tracks.update, uncapped (before)", "2000 detections", 20, 501000.0),
+            ingest.CapRow("ingest Region (ours)", "64 frame-wide zones, 1920x1080, 100 boxes", 300, 820.5, 95.1, 0.27, 3.0)]
+    assert ingest.caps_table(rows).splitlines()[2:] == [
+        "| Tracks.update, uncapped (before) | 2000 detections | 20 | 501000 |  |  |  |",
+        "| ingest Region (ours) | 64 frame-wide zones, 1920x1080, 100 boxes | 300 | 820.5 | 95.1 | 0.27 | 3 |"]
+    tracker = ingest.tracker_caps(detections=400, frames=2, warmup=1)
+    assert [(r.part, r.case, r.frames) for r in tracker] == [
+        ("Tracks.update, uncapped (before)", "400 detections", 2),
+        ("Tracks.update, at most 300 (after)", "400 detections", 2)]
+    zones = ingest.zone_costs(zones=2, detections=5, frames=2)
+    assert [r.part for r in zones] == ["supervision PolygonZone (baseline)", "ingest Region (ours)"]
+    baseline, ours = zones
+    assert baseline.kept_mb >= 2 * 1920 * 1080 / 2**20 > 100 * ours.kept_mb  # a frame-sized mask each, against runs
+    assert ingest.frame_zones(1920, 1080, 5) == [
+        [(0, 0), (1919, 0), (1919, 1079), (0, 1079)], [(0, 0), (1919, 1079), (0, 1079)],
+        [(1919, 0), (1919, 1079), (0, 539)], [(1919, 0), (1919, 1079), (0, 1079)],
+        [(0, 0), (1919, 0), (1919, 1079), (0, 1079)]]
