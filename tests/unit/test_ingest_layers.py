@@ -38,7 +38,7 @@ def test_ingest_imports_only_the_key_tools_and_the_handlers_ground_floor():
 
 #: Measure the bridge: through its command line, and its tracker's cost a frame and accuracy in
 #: process, against other trackers.
-BENCHES = {ROOT / "bench" / name for name in ("ingest.py", "mqtt.py", "tracker_accuracy.py", "tracker_choice.py", "web.py")}
+BENCHES = {ROOT / "bench" / name for name in ("ingest.py", "mqtt.py", "tracker_accuracy.py", "web.py")}
 
 
 def test_nothing_of_the_project_imports_ingest():
