@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,8 +118,28 @@ class Client:
 
 
 def _answer(response: requests.Response) -> Answer:
+    """The response as an Answer; a body that is not strict JSON (RFC 8259) is a bad answer:
+    no body, and why in `error`."""
     try:
-        body = response.json()
+        body = json.loads(response.content, parse_constant=_no_constant, parse_float=_finite_float)
+    except NonFinite as exc:
+        return Answer(response.status_code, None, f"NonFinite: the answer holds {exc}: a number JSON cannot "
+                                                  "hold (the model or handler gave a NaN or infinite value)")
     except ValueError:
         return Answer(response.status_code, None, response.text[:500])
     return Answer(response.status_code, body if isinstance(body, dict) else {"value": body})
+
+
+class NonFinite(ValueError):
+    """An answer holds NaN, Infinity or a number too large for a float (not JSON: RFC 8259)."""
+
+
+def _no_constant(name: str) -> Any:
+    raise NonFinite(name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NonFinite(f"{text[:40]} (beyond a float's range)")
+    return value

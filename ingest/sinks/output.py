@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import math
 import secrets
 import sys
 import threading
@@ -12,6 +14,8 @@ from typing import Any, Protocol, TextIO
 
 from ingest.cameras.clock import WallClock
 from ingest.sinks.redact import Redactor
+
+logger = logging.getLogger(__name__)
 
 
 class Sink(Protocol):
@@ -55,11 +59,12 @@ class Lines:
                     camera = line.get("camera")
                     n = self._sequence[camera] = self._sequence.get(camera, 0) + 1
                     line["event_id"] = f"{self._run}:{camera or ''}:{n}"
-            texts = [self._redact(json.dumps(line, separators=(", ", ": "))) for line in lines]
+            written = [strict_json(line) for line in lines]
+            texts = [self._redact(text) for text, _ in written]
             self._out.write("".join(text + "\n" for text in texts))
             self._out.flush()
             for sink in self._sinks:
-                sink.offer(zip(lines, texts))
+                sink.offer(zip([line for _, line in written], texts))
 
     def event(self, camera: str | None, event: str, **fields: Any) -> None:
         """One event line: `{"camera": ..., "event": ..., "time": ..., **fields}`."""
@@ -70,3 +75,28 @@ class Lines:
             self._out.flush()
             if self._owned:
                 self._out.close()
+
+
+def strict_json(line: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """`line` as strict JSON text (RFC 8259: no NaN or Infinity), and the line that text holds.
+
+    Nothing non-finite should reach here (the client refuses such answers); if a bug lets one
+    through, it is written as null and logged rather than as a `NaN` no strict reader parses.
+    """
+    try:
+        return json.dumps(line, separators=(", ", ": "), allow_nan=False), line
+    except ValueError:
+        finite = _finite(line)
+        logger.error("a line held a non-finite number, written as null (a bug): camera %s, keys %s",
+                     line.get("camera"), sorted(map(str, line)))
+        return json.dumps(finite, separators=(", ", ": "), allow_nan=False), finite
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value

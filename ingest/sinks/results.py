@@ -43,9 +43,14 @@ def result_lines(camera: str, unit: Unit, answer: Answer, now: float) -> list[di
 
 
 def _error(camera: str, unit: Unit, answer: Answer, now: float) -> dict[str, Any]:
+    """The error line; a 200 without frames (its body not strict JSON, or no `frames` in it) is
+    a `BadAnswer`, saying why."""
     body = answer.body or {}
-    kind = body.get("type") or ("Unavailable" if answer.status is None else f"HTTP{answer.status}")
-    message = body.get("message") or answer.error or ""
+    if answer.status == 200:
+        kind, message = "BadAnswer", answer.error or "the answer holds no `frames` list with a frame in it"
+    else:
+        kind = body.get("type") or ("Unavailable" if answer.status is None else f"HTTP{answer.status}")
+        message = body.get("message") or answer.error or ""
     return {"camera": camera, "segment": unit.seq, "pts": round(unit.pts, 6),
             "capture_time": round(unit.capture_time, 6), "status": answer.status, "type": str(kind),
             "message": str(message)[:500], "latency_ms": round((now - unit.capture_time) * 1000, 1)}

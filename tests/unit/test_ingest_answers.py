@@ -1,0 +1,109 @@
+"""No non-finite number leaves video-ingest: a model server answering NaN (a tiny real HTTP server
+in place of TorchServe) gets a `BadAnswer` line saying why, and every line the real CLI writes is
+strict JSON (RFC 8259: no NaN, no Infinity)."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from ingest.cameras.clock import WallClock
+from ingest.sinks.output import Lines
+from ingest.sinks.redact import Redactor
+from tests.support import ROOT
+from tests.videos import segment
+
+NAN_BOX = (b'{"frames": [{"pts": 0.0, "width": 160, "height": 96, '
+           b'"detections": [{"box": [NaN, 4.0, 50.0, 60.0], "score": 0.9, "label": "person"}]}]}')
+WHY = ("NonFinite: the answer holds NaN: a number JSON cannot hold (the model or handler gave a NaN or "
+       "infinite value)")
+
+
+def strict(text: str) -> object:
+    """`text` parsed as RFC 8259 JSON: NaN, Infinity and -Infinity raise."""
+    def refuse(name: str) -> object:
+        raise ValueError(f"not strict JSON: {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+class NanServer:
+    """Answers every POST with 200 and `body` (a model server gone wrong), counting them."""
+
+    def __init__(self, body: bytes) -> None:
+        self.posts = 0
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+                self.rfile.read(int(self.headers["Content-Length"]))
+                owner.posts += 1  # one handler thread (HTTPServer, not Threading): no race
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_nan_answer_is_a_bad_answer_line_saying_why_and_every_line_is_strict_json(tmp_path):
+    video = tmp_path / "dock.mp4"
+    video.write_bytes(segment("mp4", frames=30, fps=15, gop=15, bframes=0))
+    results = tmp_path / "results.jsonl"
+    server = NanServer(NAN_BOX)
+    try:
+        done = subprocess.run([sys.executable, "-m", "ingest.cli", "--url", server.url, "--model", "m",
+                               "--camera", f"dock={video}", "--mode", "frames", "--sample-fps", "5",
+                               "--results", str(results)], cwd=ROOT, capture_output=True, text=True,
+                              timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [strict(text) for text in results.read_text().splitlines()]  # raises on a bare NaN
+    answers = [x for x in lines if "event" not in x]
+    assert len(answers) == server.posts == 10  # 2 s at 5 frames a second, one line per answer
+    assert {(x["status"], x["type"], x["message"]) for x in answers} == {(200, "BadAnswer", WHY)}
+    assert not any("detections" in x for x in answers)
+
+
+def test_a_non_finite_number_that_reaches_the_results_is_written_as_null(tmp_path, caplog):
+    """A bug upstream of the writer (the client refuses such answers) still gives strict JSON."""
+    lines = Lines(tmp_path / "r.jsonl", Redactor(), WallClock())
+    lines.write([{"camera": "dock", "status": 200, "box": [float("nan"), 1.0, float("inf")], "pts": 2.5}])
+    lines.close()
+    [text] = (tmp_path / "r.jsonl").read_text().splitlines()
+    assert strict(text) == {"camera": "dock", "status": 200, "box": [None, 1.0, None], "pts": 2.5}
+    assert [r.getMessage() for r in caplog.records] == [
+        "a line held a non-finite number, written as null (a bug): camera dock, keys ['box', 'camera', 'pts', 'status']"]
+
+
+@pytest.mark.parametrize("body, held", [(b'{"frames": [{"pts": Infinity}]}', "Infinity"),
+                                        (b'{"frames": [{"pts": -Infinity}]}', "-Infinity"),
+                                        (b'{"frames": [{"pts": 1e999}]}', "1e999 (beyond a float's range)")])
+def test_every_non_finite_spelling_is_refused(body, held):
+    from ingest.cameras.client import Client, Keys
+
+    server = NanServer(body)
+    client = Client(server.url, "m", Keys(None))
+    try:
+        answer = client.post(b"x", {"Content-Type": "image/jpeg"})
+    finally:
+        client.close()
+        server.stop()
+    assert (answer.status, answer.body) == (200, None)
+    assert answer.error == WHY.replace("holds NaN", f"holds {held}")
