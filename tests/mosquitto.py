@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
@@ -24,9 +25,10 @@ class Mosquitto:
     Args:
         work: a directory of its own (made if missing).
         users: user -> password; when given, anonymous clients are refused.
+        tls: the server's certificate: a second listener, on `tls_port`, speaks TLS with it.
     """
 
-    def __init__(self, work: Path, users: dict[str, str] | None = None) -> None:
+    def __init__(self, work: Path, users: dict[str, str] | None = None, tls: Certificates | None = None) -> None:
         # Debian installs it in /usr/sbin, which a user's PATH may not hold.
         self.program = shutil.which("mosquitto") or shutil.which("mosquitto", path="/usr/sbin")
         if self.program is None:
@@ -47,6 +49,10 @@ class Mosquitto:
             lines += [f"password_file {passwords}", "allow_anonymous false"]
         else:
             lines.append("allow_anonymous true")
+        self.tls_port = free_port() if tls else None
+        if tls:  # after the plain listener (the start's probe uses that one): these apply to this one
+            lines += [f"listener {self.tls_port} 127.0.0.1", f"cafile {tls.ca}", f"certfile {tls.certificate}",
+                      f"keyfile {tls.key}"]
         self.config = work / "mosquitto.conf"
         self.config.write_text("\n".join(lines) + "\n")
         self.process: subprocess.Popen[bytes] | None = None
@@ -81,6 +87,31 @@ class Mosquitto:
     @property
     def url(self) -> str:
         return f"mqtt://127.0.0.1:{self.port}"
+
+
+@dataclass(frozen=True)
+class Certificates:
+    """A CA of its own (`ca`, PEM) and a server certificate it signed for 127.0.0.1 (`certificate`, `key`)."""
+
+    ca: Path
+    certificate: Path
+    key: Path
+
+
+def certificates(work: Path, name: str = "test") -> Certificates:
+    """Makes a new CA and a server certificate for 127.0.0.1 in `work` with the `openssl` CLI."""
+    work.mkdir(parents=True, exist_ok=True)
+    key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    ca, ca_key, csr = work / f"{name}-ca.pem", work / f"{name}-ca.key", work / f"{name}-server.csr"
+    made = Certificates(ca, work / f"{name}-server.pem", work / f"{name}-server.key")
+    (work / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    for command in (["req", "-x509", *key, "-keyout", ca_key, "-out", ca, "-days", "2", "-subj", f"/CN={name} CA"],
+                    ["req", *key, "-keyout", made.key, "-out", csr, "-subj", "/CN=127.0.0.1"],
+                    ["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-days", "2",
+                     "-out", made.certificate, "-extfile", work / "san.ext"]):
+        subprocess.run(["openssl", *map(str, command)], check=True, capture_output=True)
+    made.key.chmod(0o644)  # mosquitto may run as its own user
+    return made
 
 
 class Subscriber:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
+import ssl
 import threading
 import time
 from collections import deque
@@ -22,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, quote, unquote, urlsplit
 
 from ingest.cameras.backoff import Backoff
 from ingest.config import ConfigError, expand
@@ -36,6 +38,12 @@ logger = logging.getLogger(__name__)
 SINK = "mqtt"
 WINDOW = 200  # events handed to paho and not yet acknowledged
 CONNACK_S = 10.0  # a connection without the broker's answer by then is given up
+_EXAMPLE = "mqtt://user:${MQTT_PASSWORD}@host"
+# scheme://[user]:${VAR}@rest: a password that is one variable, substituted after the URL is split.
+_PASSWORD_VAR = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/?#@]*:)\$\{(?P<var>[A-Za-z_][A-Za-z0-9_]*)\}"
+                           r"(?P<tail>@.*)", re.DOTALL)
+# OpenSSL's X509_V_ERR_* codes of `ssl.SSLCertVerificationError.verify_code`.
+_CERT_HAS_EXPIRED, _HOSTNAME_MISMATCH, _IP_ADDRESS_MISMATCH = 10, 62, 64
 _STATES = {"started": ("offline", "connecting"), "connected": ("online", None), "stopped": ("offline", "stopped")}
 Report = Callable[..., None]
 
@@ -64,12 +72,7 @@ class MqttSettings:
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.url)
-        if parts.scheme not in ("mqtt", "mqtts") or not parts.hostname:
-            raise MqttError("mqtt url: write mqtt://[user:password@]host[:port][/prefix] (mqtts:// for TLS)")
-        try:
-            parts.port  # noqa: B018 (raises on a bad port)
-        except ValueError:
-            raise MqttError("mqtt url: the port is not a number from 1 to 65535") from None
+        _check_address(parts)
         try:
             for segment in self.prefix.split("/"):
                 topics.check_level(segment, "mqtt url: the topic prefix's part")
@@ -117,6 +120,41 @@ class MqttSettings:
         return url_secrets(self.url)
 
 
+def _check_address(parts: SplitResult) -> None:
+    """Raises MqttError naming what is wrong with the URL's scheme, host or port (never the
+    password: a password cut short by a `/` shows up as the host or port)."""
+    if "@" in parts.path + parts.query + parts.fragment:
+        raise MqttError(f"mqtt url: an '@' comes after the host: the password (or user) holds '/', '?' or '#', "
+                        f"which ends the host early: percent-encode them in the URL ('/' as %2F, '?' as %3F, "
+                        f"'#' as %23), or write the password as one ${{VAR}} ({_EXAMPLE}): its value is then "
+                        "taken as it is, any character allowed (a topic prefix may not hold '@')")
+    if parts.scheme not in ("mqtt", "mqtts") or not parts.hostname:
+        raise MqttError("mqtt url: write mqtt://[user:password@]host[:port][/prefix] (mqtts:// for TLS)")
+    try:
+        parts.port  # noqa: B018 (raises on a bad port)
+    except ValueError:
+        raise MqttError("mqtt url: the port is not a number from 1 to 65535 (a password holding ':' is fine "
+                        f"after the user's ':'; written as one ${{VAR}}, {_EXAMPLE}, it may hold anything)") from None
+
+
+def expand_url(raw: str, environ: Mapping[str, str]) -> str:
+    """`raw` with its `${VAR}`s replaced by the environment's values; a password that is exactly
+    one `${VAR}` is put in percent-encoded, so that it may hold any character (`/`, `@`, `:`,
+    `%`) and `MqttSettings.login` gives it back as it is.
+
+    Raises:
+        MqttError: a variable is not set (named, never a value).
+    """
+    try:
+        split = _PASSWORD_VAR.fullmatch(raw)
+        if split is None:
+            return expand(raw, "mqtt", environ)
+        password = expand(f"${{{split['var']}}}", "mqtt", environ)
+        return expand(split["head"], "mqtt", environ) + quote(password, safe="") + expand(split["tail"], "mqtt", environ)
+    except ConfigError as exc:
+        raise MqttError(str(exc)) from None
+
+
 def settings_from(section: Any, given: Mapping[str, Any], environ: Mapping[str, str]) -> MqttSettings | None:
     """The settings of a camera list's `mqtt:` section, with the command line's (`given`, those
     not None) over them; None when neither names a broker.
@@ -134,16 +172,28 @@ def settings_from(section: Any, given: Mapping[str, Any], environ: Mapping[str, 
     values.update({k: v for k, v in given.items() if v is not None})
     if not values.get("url"):
         return None
-    try:
-        url = expand(str(values.pop("url")), "mqtt", environ)
-    except ConfigError as exc:
-        raise MqttError(str(exc)) from None
+    url = expand_url(str(values.pop("url")).strip(), environ)
     queue = values.get("queue", 10_000)
     if isinstance(queue, bool) or not isinstance(queue, int):
         raise MqttError(f"mqtt queue = {queue!r}: use a whole number of events, e.g. 10000")
     return MqttSettings(url=url, ca=Path(values["ca"]) if values.get("ca") else None, queue=queue,
                         discovery=bool(values.get("discovery", False)),
                         discovery_prefix=str(values.get("discovery_prefix", "homeassistant")))
+
+
+def tls_problem(exc: ssl.SSLError, settings: MqttSettings) -> str:
+    """What failed in the TLS handshake with the broker, and the fix."""
+    if not isinstance(exc, ssl.SSLCertVerificationError):
+        return (f"the TLS handshake failed ({exc.reason or exc}): is {settings.host}:{settings.port} a TLS "
+                "listener? (mqtts://, usually port 8883; a plain listener is mqtt://)")
+    failed = f"certificate verify failed: {exc.verify_message}"
+    if exc.verify_code in (_HOSTNAME_MISMATCH, _IP_ADDRESS_MISMATCH):
+        return f"{failed}: connect by a name the broker's certificate holds"
+    if exc.verify_code == _CERT_HAS_EXPIRED:
+        return f"{failed}: the broker's certificate must be renewed"
+    trusted = f"the CA in {settings.ca}" if settings.ca else "the system's CAs"
+    return (f"{failed}: the broker's certificate is not signed by {trusted}: give --mqtt-ca (or the `mqtt:` "
+            "section's ca:) the broker's CA certificate (PEM)")
 
 
 def check_names(cameras: Iterable[Any]) -> None:
@@ -232,9 +282,10 @@ class MqttSink:
                     self._drop()
                 self._events.append((self.topics.events(camera), text))
                 if camera is not None and (event in _STATES or event == "disconnected"):
-                    state, reason = _STATES.get(event, ("offline", line.get("reason")))
+                    shown = json.loads(text)  # the redacted line: a reason may quote a camera's URL
+                    state, reason = _STATES.get(event, ("offline", shown.get("reason")))
                     self._retain(self.topics.status(camera), json.dumps(
-                        {"state": state, "reason": reason, "time": line.get("time")}),
+                        {"state": state, "reason": reason, "time": shown.get("time")}, allow_nan=False),
                         lambda d: d.camera(camera))  # noqa: B023 (called at once)
 
     def zone(self, camera: str, zone: str, label: str, objects: int) -> None:
@@ -315,7 +366,10 @@ class MqttSink:
         try:
             self._client.connect(self.settings.host, self.settings.port, keepalive=30)
             self._state, self._since = "connecting", time.monotonic()
-        except Exception as exc:  # refused, unreachable, TLS: reported, retried with backoff
+        except ssl.SSLError as exc:  # the handshake (paho's connect does it): its own reason and fix
+            self._failed("tls", tls_problem(exc, self.settings))
+            self._retry_at = time.monotonic() + self._backoff.next_delay(0.0)
+        except Exception as exc:  # refused, unreachable: reported, retried with backoff
             self._failed("unreachable", f"{type(exc).__name__}: {exc}")
             self._retry_at = time.monotonic() + self._backoff.next_delay(0.0)
 

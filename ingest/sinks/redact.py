@@ -1,11 +1,15 @@
 """Keeping credentials inside the process: every text that leaves it goes through `Redactor`.
 
-Secrets are the `user:password@` part of camera URLs and every value taken from the environment
-(`${CAM7_URL}`); they are replaced by `***` wherever they appear (logs, results, error messages).
+Secrets are the passwords of URLs (and their whole `user:password`) and every value taken from the
+environment (`${CAM7_URL}`); they are replaced by `***` wherever they appear (logs, results, error
+messages), also as JSON writes them (`\"`, `\u00e9`). A user name is masked only inside a URL's
+userinfo (`rtsp://***@host`), never as a bare word: a user named `camera` or `event` would
+otherwise mask the bridge's own keys in every line.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -29,7 +33,9 @@ class Redactor:
     def update(self, secrets: Iterable[str]) -> None:
         """Adds `secrets` (kept: a removed camera's password must stay masked in late messages)."""
         with self._lock:
-            self._secrets = self._secrets | {s for s in secrets if len(s) >= _MIN_LITERAL}
+            given = [s for s in secrets if len(s) >= _MIN_LITERAL]
+            # Lines are redacted as JSON text, where `"`, `\\` and non-ASCII characters are escaped.
+            self._secrets = self._secrets | {*given, *(json.dumps(s)[1:-1] for s in given)}
 
     def __call__(self, text: str) -> str:
         """`text` with every secret and URL userinfo masked."""
@@ -40,14 +46,16 @@ class Redactor:
 
 
 def url_secrets(url: str) -> list[str]:
-    """The user, the password and the whole userinfo of `url` (percent-encoded and not)."""
+    """The password and the whole `user:password` of `url` (percent-encoded and not); [] without
+    a password. Not the user alone: a bare word that may be any key or value of a line (`camera`,
+    `event`); in URLs the userinfo is masked whatever it holds."""
     from urllib.parse import unquote, urlsplit
 
     userinfo, at, _ = urlsplit(url).netloc.rpartition("@")
-    if not at:
+    _, colon, password = userinfo.partition(":")
+    if not at or not colon or not password:
         return []
-    user, _, password = userinfo.partition(":")
-    parts = [userinfo, user, password]
+    parts = [userinfo, password]
     return [p for p in {*parts, *map(unquote, parts)} if p]
 
 

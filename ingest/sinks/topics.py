@@ -11,13 +11,14 @@ discovery messages that describe them. Stable: consumers wire alarms to them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from collections.abc import Iterable
 
 #: Characters no topic level may hold: the level separator, the wildcards and NUL.
 FORBIDDEN = ("/", "+", "#", "\0")
 _SLUG = re.compile(r"[^A-Za-z0-9_-]+")
+_PLAIN = re.compile(r"[A-Za-z0-9-]+")
 
 
 def check_level(text: str, what: str) -> None:
@@ -69,7 +70,7 @@ class Discovery:
     def __init__(self, topics: Topics, prefix: str = "homeassistant") -> None:
         self._topics = topics
         self._prefix = prefix
-        self._node = slug(topics.prefix)
+        self._node = ident([topics.prefix])
 
     def camera(self, camera: str) -> tuple[str, str]:
         """The binary sensor of a camera's status."""
@@ -87,14 +88,25 @@ class Discovery:
             "name": f"{line} {direction} {label}", "state_topic": self._topics.line(camera, line, direction, label),
             "state_class": "total_increasing", "unit_of_measurement": "crossings"})
 
-    def _config(self, component: str, parts: Iterable[str], camera: str, fields: dict[str, str]) -> tuple[str, str]:
-        unique = slug("_".join([self._node, *parts]))
+    def _config(self, component: str, parts: list[str], camera: str, fields: dict[str, str]) -> tuple[str, str]:
+        unique = ident([self._topics.prefix, *parts])
         payload = {**fields, "unique_id": unique, "availability_topic": self._topics.available,
-                   "device": {"identifiers": [slug(f"{self._node}_{camera}")], "name": camera,
+                   "device": {"identifiers": [ident([self._topics.prefix, camera])], "name": camera,
                               "manufacturer": "video-ingest"}}
-        return f"{self._prefix}/{component}/{self._node}/{unique}/config", json.dumps(payload)
+        return f"{self._prefix}/{component}/{self._node}/{unique}/config", json.dumps(payload, allow_nan=False)
 
 
-def slug(text: str) -> str:
-    """`text` as a discovery id (letters, digits, `_` and `-` only)."""
-    return _SLUG.sub("_", text).strip("_") or "_"
+def ident(parts: list[str]) -> str:
+    """The discovery id of `parts` (the topic prefix, then the camera, kind and names): letters,
+    digits, `_` and `-` only, one id per list, the same in every process.
+
+    Parts of letters, digits and `-` alone are joined by `_` (`video-ingest_dock_zone_door_person`:
+    unambiguous, since no part holds `_`). Any other part (`door_1`, `door.1`) makes the id its
+    slug, `__` (which the joined form never holds) and a hash of the exact parts, so that `door.1`
+    and `door_1` (or zone `a_b`, label `c` and zone `a`, label `b_c`) never share an id.
+    """
+    joined = "_".join(parts)
+    if all(_PLAIN.fullmatch(part) for part in parts):
+        return joined
+    digest = hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:10]
+    return f"{_SLUG.sub('_', joined).strip('_')}__{digest}"

@@ -20,7 +20,7 @@ from ingest.sinks.metrics import Metrics
 from ingest.sinks.mqtt import MqttError, MqttSettings, MqttSink, check_names, settings_from
 from ingest.sinks.output import Lines
 from ingest.sinks.redact import Redactor
-from tests.mosquitto import Mosquitto, Subscriber
+from tests.mosquitto import Mosquitto, Subscriber, certificates
 from tests.support import ROOT
 from tsutil import prom
 
@@ -262,3 +262,164 @@ def test_a_wrong_password_on_the_command_line_is_reported_and_the_cameras_go_on(
     assert "not authorised" in done.stderr.lower() or "not authorized" in done.stderr.lower()
     for text in (done.stderr, results.read_text()):
         assert "wrong-password" not in text
+
+
+def test_a_user_named_like_a_key_keeps_every_key_and_the_password_is_shown_nowhere(tmp_path):
+    """Users `camera` and `event` (the keys of every line) log in to a real Mosquitto through the
+    real CLI: the lines and payloads keep their keys, and the passwords are in no output."""
+    users = {"camera": "pw-Camera-4471", "event": "pw-Event-9923", "watcher": "pw-Watcher-1"}
+    broker = Mosquitto(tmp_path / "broker", users=users).start()
+    subscriber = Subscriber(broker, "#", login=("watcher", users["watcher"]))
+    runs = {}
+    try:
+        for user in ("camera", "event"):  # side by side, each under its own prefix
+            runs[user] = subprocess.Popen(
+                [sys.executable, "-m", "ingest.cli", "--camera", "dock=rtsp://127.0.0.1:9/x", "--mqtt",
+                 f"mqtt://{user}:{users[user]}@127.0.0.1:{broker.port}/site-{user}",
+                 "--results", str(tmp_path / f"{user}.jsonl"), "--duration", "3"],
+                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                env={**os.environ, "PYTHONPATH": str(ROOT)})
+        logs = {user: run.communicate(timeout=60)[1] for user, run in runs.items()}
+        wait("the goodbyes", lambda: all(subscriber.latest().get(f"site-{u}/available") == b"offline" for u in runs))
+    finally:
+        for run in runs.values():
+            if run.poll() is None:
+                run.kill()
+        subscriber.close()
+        broker.stop()
+    for user in ("camera", "event"):
+        assert runs[user].returncode == 0, logs[user][-2000:]
+        written = (tmp_path / f"{user}.jsonl").read_text().splitlines()
+        events = [json.loads(text) for text in written]
+        assert [(e["camera"], e["event"]) for e in events if e["event"] in ("started", "mqtt_connected")] == [
+            ("dock", "started"), (None, "mqtt_connected")]
+        assert all(set(e) >= {"camera", "event", "time", "event_id"} and "***" not in e for e in events)
+        published = [p.decode() for t, p, _ in subscriber.received(f"site-{user}/") if t.endswith("/events")]
+        assert published == written  # every event, the same text as its line
+        status = json.loads(subscriber.latest()[f"site-{user}/dock/status"])
+        assert set(status) == {"state", "reason", "time"}
+        everything = "\n".join([logs[user], *written, *(p.decode() for _, p, _ in subscriber.received())])
+        assert users["camera"] not in everything and users["event"] not in everything
+
+
+def test_a_password_that_is_one_variable_may_hold_any_character(tmp_path):
+    """`${MQTT_PASSWORD}` as the whole password is taken as it is (`a/b@c:d%2F`), against a real
+    Mosquitto with that password; written in the URL, a `/` is named as the problem with the fix."""
+    password = "a/b@c:d%2F"
+    broker = Mosquitto(tmp_path / "broker", users={"bridge": password}).start()
+    settings = settings_from({"url": f"mqtt://bridge:${{MQTT_PASSWORD}}@127.0.0.1:{broker.port}/site"}, {},
+                             {"MQTT_PASSWORD": password})
+    assert (settings.login, settings.host, settings.port, settings.prefix) == (
+        ("bridge", password), "127.0.0.1", broker.port, "site")
+    bridge = Bridge(tmp_path, settings)
+    try:
+        wait("the connection", lambda: bridge.written("mqtt_connected"))
+        bridge.lines.event(None, "note", text=f"the password is {password}")
+    finally:
+        bridge.close()
+        broker.stop()
+    assert bridge.written("mqtt_connected")[0]["broker"] == f"mqtt://127.0.0.1:{broker.port}/site"
+    assert bridge.written("note")[0]["text"] == "the password is ***"
+    assert not bridge.written("mqtt_error")
+    with pytest.raises(MqttError) as refused:
+        settings_from({"url": f"mqtt://bridge:{password}@127.0.0.1:1883"}, {}, {})
+    assert str(refused.value) == (
+        "mqtt url: an '@' comes after the host: the password (or user) holds '/', '?' or '#', which ends the "
+        "host early: percent-encode them in the URL ('/' as %2F, '?' as %3F, '#' as %23), or write the password "
+        "as one ${VAR} (mqtt://user:${MQTT_PASSWORD}@host): its value is then taken as it is, any character allowed "
+        "(a topic prefix may not hold '@')")
+    with pytest.raises(MqttError, match=r"^mqtt url: the port is not a number from 1 to 65535 \(a password"):
+        MqttSettings("mqtt://bridge@127.0.0.1:x1883")
+    with pytest.raises(MqttError, match=r"url uses \$\{MQTT_PASSWORD\}, which is not set"):
+        settings_from({"url": "mqtt://bridge:${MQTT_PASSWORD}@b"}, {}, {})
+
+
+def handshake_failure(port: int, ca) -> str:
+    """OpenSSL's reason for refusing the broker's certificate, from a handshake of the test's own."""
+    import socket
+    import ssl
+
+    context = ssl.create_default_context(cafile=str(ca))
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+            pytest.raises(ssl.SSLCertVerificationError) as refused:
+        context.wrap_socket(raw, server_hostname="127.0.0.1")
+    return refused.value.verify_message
+
+
+def test_a_wrong_ca_is_reported_as_tls_with_the_fix_and_the_right_one_connects(tmp_path, caplog):
+    """A real Mosquitto TLS listener (a CA of the test's own, made with `openssl`): the bridge
+    given another CA reports `tls`, the verification's reason and the fix, once."""
+    right, wrong = certificates(tmp_path / "pki", "right"), certificates(tmp_path / "pki", "wrong")
+    broker = Mosquitto(tmp_path / "broker", tls=right).start()
+    url = f"mqtts://127.0.0.1:{broker.tls_port}"
+    for run in ("wrong", "right"):
+        (tmp_path / run).mkdir()
+    bridge = Bridge(tmp_path / "wrong", MqttSettings(url, ca=wrong.ca))
+    try:
+        [error] = wait("the refusal", lambda: bridge.written("mqtt_error"))
+        wait("a retry", lambda: metric(bridge.metrics, "video_ingest_mqtt_connect_failures_total", reason="tls") >= 2)
+        assert metric(bridge.metrics, "video_ingest_mqtt_connect_failures_total", reason="unreachable") == 0
+    finally:
+        bridge.close()
+    why = (f"certificate verify failed: {handshake_failure(broker.tls_port, wrong.ca)}: the broker's certificate "
+           f"is not signed by the CA in {wrong.ca}: give --mqtt-ca (or the `mqtt:` section's ca:) the broker's CA "
+           "certificate (PEM)")
+    assert (error["reason"], error["message"], error["broker"]) == ("tls", why, url)
+    assert len(bridge.written("mqtt_error")) == 1  # once, not at every retry
+    assert [r.getMessage() for r in caplog.records if r.name == "ingest.sinks.mqtt"] == [
+        f"mqtt: cannot connect to {url} (tls): {why}; trying again with backoff (up to every 30 s)"]
+    bridge = Bridge(tmp_path / "right", MqttSettings(url, ca=right.ca))
+    try:
+        wait("the connection", lambda: bridge.written("mqtt_connected"))
+    finally:
+        bridge.close()
+        broker.stop()
+    assert not bridge.written("mqtt_error")
+
+
+def test_names_that_slug_alike_get_their_own_discovery_ids_and_removing_one_keeps_the_other(tmp_path):
+    """`door.1` and `door_1` (the same slug): two sensors with their own ids and topics; a reload
+    removing `door.1` clears only its config and count on the real broker."""
+    broker = Mosquitto(tmp_path / "broker").start()
+    subscriber = Subscriber(broker, "#")
+    bridge = Bridge(tmp_path, MqttSettings(broker.url, discovery=True))
+    try:
+        bridge.metrics.zone_objects("dock", "door.1", "person", 1)
+        bridge.metrics.zone_objects("dock", "door_1", "person", 2)
+        bridge.metrics.zone_objects("dock", "gate", "person", 3)
+        wait("three configs", lambda: len(subscriber.received("homeassistant/")) == 3)
+        configs = {topic: json.loads(p) for topic, p, _ in subscriber.received("homeassistant/")}
+        bridge.metrics.remove_zone("dock", "door.1")
+        wait("door.1 cleared", lambda: subscriber.latest()[ZONES["door.1"]] == b"")
+    finally:
+        bridge.close()
+        subscriber.close()
+    assert {t: (c["unique_id"], c["state_topic"]) for t, c in configs.items()} == {
+        ZONES["door.1"]: ("video-ingest_dock_zone_door_1_person__6456d59519", "video-ingest/dock/zones/door.1/person"),
+        ZONES["door_1"]: ("video-ingest_dock_zone_door_1_person__a8dda676c4", "video-ingest/dock/zones/door_1/person"),
+        ZONES["gate"]: ("video-ingest_dock_zone_gate_person", "video-ingest/dock/zones/gate/person")}
+    retained = Subscriber(broker, "#", client_id="after-the-reload")  # what the broker keeps now
+    try:
+        wait("the retained messages", lambda: len(retained.received()) == 5)
+    finally:
+        retained.close()
+        broker.stop()
+    assert {t: p for t, p, _ in retained.received() if "door" in t or "gate" in t} == {
+        ZONES["door_1"]: subscriber.latest()[ZONES["door_1"]], ZONES["gate"]: subscriber.latest()[ZONES["gate"]],
+        "video-ingest/dock/zones/door_1/person": b"2", "video-ingest/dock/zones/gate/person": b"3"}
+
+
+ZONES = {"door.1": "homeassistant/sensor/video-ingest/video-ingest_dock_zone_door_1_person__6456d59519/config",
+         "door_1": "homeassistant/sensor/video-ingest/video-ingest_dock_zone_door_1_person__a8dda676c4/config",
+         "gate": "homeassistant/sensor/video-ingest/video-ingest_dock_zone_gate_person/config"}
+
+
+def test_discovery_ids_are_the_same_in_every_process():
+    """A hash of the exact names (not Python's per-process `hash`): two processes, two hash seeds."""
+    script = ("from ingest.sinks.topics import Discovery, Topics; d = Discovery(Topics('site/a')); "
+              "print(d.zone('dock', 'door.1', 'person')[0], d.line('dock', 'gate_2', 'in', 'car')[0])")
+    seen = {subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": seed}).stdout
+            for seed in ("1", "2")}
+    assert seen == {"homeassistant/sensor/site_a__5321b692b5/site_a_dock_zone_door_1_person__59490075c5/config "
+                    "homeassistant/sensor/site_a__5321b692b5/site_a_dock_line_gate_2_in_car__5675012acb/config\n"}
