@@ -110,23 +110,20 @@ class _ZoneState:
     zone: Zone
     members: dict[int, _Member] = field(default_factory=dict)
     shown: Counter[str] = field(default_factory=Counter)  # what the gauges say now
-    sized: tuple[tuple[int, int], Region] | None = None  # the frame size it is for, its pixels
-    anchors: Floats = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.anchors = _anchor_matrix(self.zone.anchors)
+    sized: tuple[tuple[int, int], Region, Floats] | None = None  # the frame size it is for, its pixels, anchors
 
     def inside(self, boxes: Floats, size: tuple[int, int]) -> Bools:
         """Whether every anchor of each box is inside the polygon: supervision's `PolygonZone`
         mask at the anchor's nearest pixel (off the mask: outside), kept at the cost of the
         polygon's outline (`ingest.analytics.polygon`), not of the frame."""
+        k = len(self.zone.anchors)
         if self.sized is None or self.sized[0] != size:
             points = np.round(np.array(self.zone.polygon.pixels(*size))).astype(np.int64)
-            self.sized = (size, Region(points))
-        k = len(self.zone.anchors)
-        anchors = boxes @ self.anchors  # x of each anchor, then y
-        xy = np.stack([anchors[:, :k].ravel(), anchors[:, k:].ravel()], axis=1)
-        return _every(self.sized[1].inside(xy).reshape(-1, k))
+            # x and y of each anchor in turn: boxes `[n, 4]` times it are `[n, 2k]`, a view of `[n k, 2]` points
+            anchors = _anchor_matrix(self.zone.anchors)[:, [c for j in range(k) for c in (j, k + j)]]
+            self.sized = (size, Region(points), anchors)
+        _, region, anchors = self.sized
+        return _every(region.inside((boxes @ anchors).reshape(-1, 2)).reshape(-1, k))
 
 
 @dataclass(slots=True)

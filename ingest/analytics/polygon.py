@@ -56,9 +56,8 @@ class Region:
         pixels = np.rint(xy) - (x0, y0)
         x, y = pixels[:, 0], pixels[:, 1]
         on_box = (x >= 0) & (x < width) & (y >= 0) & (y < height)
-        flat = np.where(on_box, y * width + x, 0).astype(np.int32)
-        crossed = np.searchsorted(self.changes, flat, side="right")
-        answer: Bools = on_box & (crossed % 2 == 1)
+        flat = np.where(on_box, y * width + x, -1).astype(np.int32)  # -1: before every change, outside
+        answer: Bools = np.searchsorted(self.changes, flat, side="right") % 2 == 1
         return answer
 
     @property

@@ -14,7 +14,7 @@ from prometheus_client import generate_latest
 from ingest import config
 from ingest.analytics.analyse import Analytics
 from ingest.analytics.counting import Counting, Tracked
-from ingest.analytics.scene import Line, Shape, Zone
+from ingest.analytics.scene import Anchor, Line, Shape, Zone
 from ingest.analytics.snapshot import ZONE_COLOUR
 from ingest.analytics.tracking import Tracks
 from ingest.cameras.units import Unit
@@ -274,3 +274,15 @@ def test_dwell_follows_stream_time_not_a_capture_clock_that_re_anchors():
     assert counting.frame(here[:1], (200, 100), 1020.0, 0.1) == []
     [left] = counting.frame([Tracked(1, box(100, 10), "person")], (200, 100), 1020.5, 0.6)
     assert (left["track_id"], left["capture_time"], left["dwell_s"]) == (1, 1020.5, 0.6)
+
+
+def test_a_reload_that_changes_a_zones_anchors_judges_by_the_new_ones():
+    """The zone is the top half: a box across its edge has its top centre in, its bottom centre out."""
+    top = Shape(((0, 0), (200, 0), (200, 50), (0, 50)), False)
+    counting = Counting([Zone("top", top)], [])  # default anchor: the bottom centre
+    across = [Tracked(1, (90.0, 30.0, 110.0, 70.0), "p")]
+    assert counting.frame(across, (200, 100), 0.0) == []
+    counting.reconfigure([Zone("top", top, anchors=(Anchor.TOP_CENTER,))], [])
+    assert [e["event"] for e in counting.frame(across, (200, 100), 0.1)] == ["entered"]
+    counting.reconfigure([Zone("top", top, anchors=(Anchor.TOP_CENTER, Anchor.BOTTOM_LEFT))], [])
+    assert [e["event"] for e in counting.frame(across, (200, 100), 0.2)] == ["left"]
