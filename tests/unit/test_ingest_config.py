@@ -23,7 +23,7 @@ def test_the_issue_example_parses_with_defaults_and_expanded_secrets():
     assert gate.display_url == "rtsp://gate-1.example/stream1"
     assert (gate.mode, gate.segment_seconds, gate.max_in_flight, gate.stall_seconds) == (Mode.SEGMENTS, 1.0, 2, 5.0)
     assert (gate.effective_policy, gate.transport, gate.effective_sample_fps) == (Policy.LATEST, Transport.TCP, None)
-    assert set(gate.secrets) == {"viewer:s3cret-gate", "viewer", "s3cret-gate"}
+    assert set(gate.secrets) == {"viewer:s3cret-gate", "s3cret-gate"}
     assert (lobby.mode, lobby.effective_sample_fps, lobby.secrets) == (Mode.FRAMES, 5.0, [])
 
 
