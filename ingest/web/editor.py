@@ -100,11 +100,14 @@ class Editor:
                 return True
             if version_of(text) == self._seen.version:
                 return False
-            try:
-                self._seen = _snapshot(self._parse(text), text)
-            except EditError as exc:
-                self._seen = Snapshot(version_of(text), problem=str(exc))
+            self._seen = self._reading(text)
             return True
+
+    def _reading(self, text: str) -> Snapshot:
+        try:
+            return _snapshot(self._parse(text), text)
+        except EditError as exc:
+            return Snapshot(version_of(text), problem=str(exc))
 
     def read_only(self, camera: str) -> str | None:
         """Why `camera`'s zones and lines cannot be edited here, or None if they can (no file read)."""
@@ -136,6 +139,8 @@ class Editor:
         with self._lock:
             text = self._text()
             if version is not None and version != version_of(text):
+                if version_of(text) != self._seen.version:
+                    self._seen = self._reading(text)  # the page reloads now: it gets this version
                 raise EditError(409, f"{self.path} changed since this page read it (another tab or a hand edit): "
                                      "reload the camera's scene and make the change again", "Conflict")
             document, indent, offset = self._parse(text)
