@@ -161,6 +161,7 @@ class _Server(ThreadingHTTPServer):
     without a thread."""
 
     daemon_threads = True
+    request_queue_size = 128  # socketserver's 5 drops a burst's connections for a second (a SYN resent)
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
         self.connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
@@ -240,7 +241,8 @@ class _Handler(BaseHTTPRequestHandler):
         return parsed
 
     def log_message(self, format: str, *args: Any) -> None:
-        logger.debug("web: %s %s", self.command, urlsplit(self.path).path)
+        if getattr(self, "command", None):  # none yet: the request line timed out or could not be read
+            logger.debug("web: %s %s", self.command, urlsplit(self.path).path)
 
     def do_GET(self) -> None:
         self._serve(self._get)

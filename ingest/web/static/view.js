@@ -133,7 +133,7 @@ class Tile {
     this.video.hidden = false;
     this.picture.hidden = true;
     const behind = end - this.video.currentTime;
-    if (behind > LIVE_EDGE_S) this.video.currentTime = Math.max(0, end - 1);
+    if (behind > LIVE_EDGE_S && !this.held) this.video.currentTime = Math.max(0, end - 1);  // held: paused on purpose
     if (this.video.paused && !this.held) this.video.play().catch(() => {});
     await this.trim();
   }
