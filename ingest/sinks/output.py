@@ -77,19 +77,19 @@ class Lines:
                 self._out.close()
 
 
-def strict_json(line: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def strict_json(line: dict[str, Any], separators: tuple[str, str] = (", ", ": ")) -> tuple[str, dict[str, Any]]:
     """`line` as strict JSON text (RFC 8259: no NaN or Infinity), and the line that text holds.
 
     Nothing non-finite should reach here (the client refuses such answers); if a bug lets one
     through, it is written as null and logged rather than as a `NaN` no strict reader parses.
     """
     try:
-        return json.dumps(line, separators=(", ", ": "), allow_nan=False), line
+        return json.dumps(line, separators=separators, allow_nan=False), line
     except ValueError:
         finite = _finite(line)
         logger.error("a line held a non-finite number, written as null (a bug): camera %s, keys %s",
                      line.get("camera"), sorted(map(str, line)))
-        return json.dumps(finite, separators=(", ", ": "), allow_nan=False), finite
+        return json.dumps(finite, separators=separators, allow_nan=False), finite
 
 
 def _finite(value: Any) -> Any:

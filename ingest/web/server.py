@@ -30,6 +30,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from ingest.analytics.scene import Line, Shape, Zone
 from ingest.config import ConfigError
+from ingest.sinks.output import strict_json
 from ingest.web.access import Token
 from ingest.web.editor import EditError, Editor
 from ingest.web.view import CameraView, View
@@ -222,6 +223,7 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = SOCKET_S
     headers_s = HEADERS_S
     protocol_version = "HTTP/1.1"  # a viewer's polls reuse one connection
+    disable_nagle_algorithm = True  # the headers and the body are two writes: no 40 ms delayed-ACK stall between
     server_version = "video-ingest"
     sys_version = ""
 
@@ -263,12 +265,8 @@ class _Handler(BaseHTTPRequestHandler):
                          exc_info=exc)
             self._error(500, "InternalError", "the web view failed on this request (the bridge's log has why)")
 
-    def _token(self, header_only: bool = True) -> str | None:
-        """The token of `Authorization: Bearer`: the only credential (a cookie is never one).
-
-        Args:
-            header_only: kept for the callers; every credential is a header now.
-        """
+    def _token(self) -> str | None:
+        """The token of `Authorization: Bearer`: the only credential (a cookie is never one)."""
         auth = self.headers.get("Authorization", "")
         return auth[7:].strip() if auth.startswith("Bearer ") else None
 
@@ -326,7 +324,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200 if found else 204, b"".join(f.data for f in found), "application/octet-stream")
 
     def _put(self, url: Any) -> None:
-        if not self.web.token.matches(self._token(header_only=True)):
+        if not self.web.token.matches(self._token()):
             self._unauthorized("a save needs the token in `Authorization: Bearer <token>`")
             return
         found = _CAMERA.match(url.path)
@@ -365,7 +363,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(status, {"code": status, "type": kind, "message": message}, headers)
 
     def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        self._send(status, json.dumps(body).encode(), "application/json", headers)
+        self._send(status, strict_json(body)[0].encode(), "application/json", headers)
 
     def _send(self, status: int, body: bytes, kind: str, headers: dict[str, str] | None = None) -> None:
         self.send_response(status, HTTPStatus(status).phrase)

@@ -15,7 +15,6 @@ stills.
 from __future__ import annotations
 
 import io
-import json
 import logging
 import re
 import threading
@@ -28,6 +27,7 @@ from typing import Any
 from ingest.analytics.scene import Scene
 from ingest.cameras.units import END_OF_STREAM, Unit
 from ingest.config import Camera
+from ingest.sinks.output import strict_json
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class Fragment:
 
     @classmethod
     def make(cls, seq: int, kind: str, header: dict[str, Any], payload: bytes) -> Fragment:
-        head = json.dumps({"seq": seq, "kind": kind, **header}, separators=(",", ":")).encode()
+        head = strict_json({"seq": seq, "kind": kind, **header}, separators=(",", ":"))[0].encode()
         return cls(seq, kind, header, len(head).to_bytes(4, "big") + len(payload).to_bytes(4, "big") + head + payload)
 
 

@@ -107,3 +107,15 @@ def test_every_non_finite_spelling_is_refused(body, held):
         server.stop()
     assert (answer.status, answer.body) == (200, None)
     assert answer.error == WHY.replace("holds NaN", f"holds {held}")
+
+
+def test_a_fragment_for_the_page_has_a_strict_json_header_whatever_its_numbers():
+    """The page parses each fragment's header with JSON.parse, which refuses a bare NaN."""
+    from ingest.web.view import Fragment
+
+    fragment = Fragment.make(7, "jpeg", {"camera": "dock", "pts": float("nan"),
+                                         "frames": [{"box": [float("-inf"), 1.5]}]}, b"JPEG")
+    size = int.from_bytes(fragment.data[:4], "big")
+    assert int.from_bytes(fragment.data[4:8], "big") == 4 and fragment.data[8 + size:] == b"JPEG"
+    assert strict(fragment.data[8:8 + size].decode()) == {"seq": 7, "kind": "jpeg", "camera": "dock", "pts": None,
+                                                          "frames": [{"box": [None, 1.5]}]}
