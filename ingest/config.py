@@ -217,13 +217,24 @@ def _camera(entry: Any, defaults: Mapping[str, Any], where: str, environ: Mappin
     environ = os.environ if environ is None else environ
     url = expand(raw_url.strip(), where, environ)
     values = {key: _value(key, merged[key], where) for key in SETTINGS if key in merged}
-    used = tuple(environ[v] for v in _ENV.findall(raw_url))
+    used = tuple(environ[v] for v in _ENV.findall(_without_user(raw_url.strip())))
     try:
         looks = scene.parse(merged)
     except SceneError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     camera = Camera(name=name, url=url, display_url=display(raw_url.strip()), env_values=used, scene=looks, **values)
     return _checked(camera, where)
+
+
+def _without_user(raw_url: str) -> str:
+    """`raw_url` less its user name: a `${VAR}` there is no secret (the user is masked inside URLs
+    only, never as a bare word; a variable holding `user:password` is masked by `url_secrets`)."""
+    scheme, sep, rest = raw_url.partition("://")
+    userinfo, at, _ = rest.partition("/")[0].rpartition("@")
+    if not sep or not at:
+        return raw_url
+    _, colon, password = userinfo.partition(":")
+    return raw_url.replace(f"{scheme}://{userinfo}@", f"{scheme}://{':' + password if colon else ''}@", 1)
 
 
 def _checked(camera: Camera, where: str) -> Camera:

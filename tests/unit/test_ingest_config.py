@@ -108,3 +108,16 @@ def test_camera_argument():
         "gate-1", "rtsp://u:pw123@h/s", "rtsp://h/s", Mode.FRAMES, 2.0)
     with pytest.raises(ConfigError, match="write --camera NAME=URL"):
         config.from_argument("gate-1", ENV)
+
+
+def test_a_user_name_from_the_environment_is_no_bare_word_secret_but_its_password_is():
+    """A user named `event` masked as a word would turn every line's "event" key into "***"."""
+    env = {**ENV, "CAM_USER": "event", "CAM_PW": "pa55word", "CAM_CREDS": "camera:hunter22", "TOKEN": "t0ken-1"}
+    cam, creds, token = config.parse({"cameras": [
+        {"name": "a", "url": "rtsp://${CAM_USER}:${CAM_PW}@h/a"},
+        {"name": "b", "url": "rtsp://${CAM_CREDS}@h/b"},
+        {"name": "c", "url": "http://${CAM_USER}@h/c?token=${TOKEN}"}]}, "cameras.yaml", env)
+    assert cam.url == "rtsp://event:pa55word@h/a"
+    assert set(cam.secrets) == {"event:pa55word", "pa55word"}
+    assert set(creds.secrets) == {"camera:hunter22", "hunter22"}
+    assert token.secrets == ["t0ken-1"]
