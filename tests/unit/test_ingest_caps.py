@@ -5,11 +5,8 @@ frame, the highest-scoring, and the rest are counted."""
 
 from __future__ import annotations
 
-import json
-import signal
 import subprocess
 import sys
-import time
 import tracemalloc
 
 import numpy as np
@@ -31,6 +28,7 @@ from ingest.cameras.units import Unit
 from ingest.config import ConfigError
 from ingest.sinks.metrics import Metrics
 from ingest.web.editor import EditError, Editor
+from tests.ingest_process import IngestProcess
 from tests.rtsp_server import free_port
 from tests.support import ROOT
 from tsutil import prom
@@ -174,32 +172,16 @@ def test_the_cli_exits_2_at_start_with_65_zones(tmp_path):
 
 
 def test_a_reload_to_65_lines_is_refused_and_the_camera_goes_on(tmp_path):
-    path, results = tmp_path / "cameras.yaml", tmp_path / "results.jsonl"
+    path = tmp_path / "cameras.yaml"
     write_list(path, lines=shapes("lines", 64))
-    process = subprocess.Popen([sys.executable, "-m", "ingest.cli", "--config", str(path), "--results", str(results),
-                                "--url", f"http://127.0.0.1:{free_port()}"], cwd=ROOT, stderr=subprocess.DEVNULL)
-
-    def events(kind: str) -> list[dict]:
-        text = results.read_text() if results.exists() else ""
-        return [x for x in map(json.loads, text.splitlines()) if x.get("event") == kind]
-
-    def wait(condition) -> None:
-        deadline = time.monotonic() + 30
-        while not condition():
-            assert time.monotonic() < deadline and process.poll() is None
-            time.sleep(0.05)
-
-    try:
-        wait(lambda: events("started"))
+    with IngestProcess(path, tmp_path / "results.jsonl") as cli:
+        cli.wait(lambda: cli.events("started"))
         write_list(path, lines=shapes("lines", 65))
-        process.send_signal(signal.SIGHUP)
-        wait(lambda: events("config_error"))
-        assert [e["message"] for e in events("config_error")] == [f"camera 'dock': {LINES_MESSAGE}"]
-        assert not events("stopped") and not events("reloaded")
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=15) == 0
-    finally:
-        process.kill()
+        cli.reload()
+        cli.wait(lambda: cli.events("config_error"))
+        assert [e["message"] for e in cli.events("config_error")] == [f"camera 'dock': {LINES_MESSAGE}"]
+        assert not cli.events("stopped") and not cli.events("reloaded")
+        assert cli.stop() == 0
 
 
 def test_the_editor_refuses_a_65th_zone_and_leaves_the_file(tmp_path):

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from tests import scenes
+from tests.ingest_process import IngestProcess
 from tests.rtsp_server import free_port
 from tests.support import ROOT
 
@@ -55,41 +56,23 @@ def test_no_camera_is_a_usage_error():
 
 
 def test_sighup_reloads_the_list_and_an_edit_starts_and_stops_cameras(tmp_path):
-    import signal
-    import time
-
     port = free_port()
-    config, results = tmp_path / "cameras.yaml", tmp_path / "results.jsonl"
+    config = tmp_path / "cameras.yaml"
 
     def write(*names: str) -> None:
         config.write_text("cameras:\n" + "".join(f"  - name: {n}\n    url: rtsp://127.0.0.1:{port}/{n}\n" for n in names))
 
-    def events(kind: str) -> list[dict]:
-        text = results.read_text() if results.exists() else ""
-        return [x for x in map(json.loads, text.splitlines()) if x.get("event") == kind]
-
-    def wait(condition) -> None:
-        deadline = time.monotonic() + 30
-        while not condition():
-            assert time.monotonic() < deadline and process.poll() is None
-            time.sleep(0.1)
-
     write("a", "b")
-    process = subprocess.Popen([sys.executable, "-m", "ingest.cli", "--config", str(config), "--results", str(results),
-                                "--url", f"http://127.0.0.1:{free_port()}"], cwd=ROOT, stderr=subprocess.DEVNULL)
-    try:
-        wait(lambda: len(events("started")) == 2)
-        process.send_signal(signal.SIGHUP)
-        wait(lambda: events("reloaded"))
-        assert events("reloaded")[0]["cameras"] == ["a", "b"] and len(events("started")) == 2  # same list: no restart
+    with IngestProcess(config, tmp_path / "results.jsonl") as cli:
+        cli.wait(lambda: len(cli.events("started")) == 2)
+        cli.reload()
+        cli.wait(lambda: cli.events("reloaded"))
+        assert cli.events("reloaded")[0]["cameras"] == ["a", "b"] and len(cli.events("started")) == 2  # same list: no restart
         write("b", "c")
-        wait(lambda: len(events("reloaded")) == 2 and events("stopped") and len(events("started")) == 3)
-        assert [e["camera"] for e in events("started")] == ["a", "b", "c"]
-        assert [e["camera"] for e in events("stopped")] == ["a"]
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=15) == 0
-    finally:
-        process.kill()
+        cli.wait(lambda: len(cli.events("reloaded")) == 2 and cli.events("stopped") and len(cli.events("started")) == 3)
+        assert [e["camera"] for e in cli.events("started")] == ["a", "b", "c"]
+        assert [e["camera"] for e in cli.events("stopped")] == ["a"]
+        assert cli.stop() == 0
 
 
 @pytest.mark.parametrize(("scene", "message"), scenes.BAD_SCENES, ids=[m.split(":")[1].strip()[:40] for _, m in scenes.BAD_SCENES])
