@@ -493,12 +493,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cameras", type=int, default=16)
     p.add_argument("--short", action="store_true", help="every disturbance within the minutes (Plan.short)")
     p.add_argument("--sample-s", type=float, help="seconds between rows (default 30)")
+    p.add_argument("--warmup-s", type=float, help="seconds left out of the slopes (default 300)")
+    p.add_argument("--camera-restart-s", type=float, help="seconds between two camera servers' restarts (default 180)")
+    p.add_argument("--edit-s", type=float, help="seconds between two edits of the camera list (default 240)")
     p.add_argument("--port-offset", type=int, default=PORT_OFFSET, help=f"TorchServe's ports (default +{PORT_OFFSET})")
     p.add_argument("--json", type=Path, help="write the result here")
     p.add_argument("--work", type=Path, help="keep the logs, results and lists here (default: a temporary folder)")
     args = p.parse_args(argv)
     plan = Plan.short(args.minutes, args.cameras) if args.short else Plan(minutes=args.minutes, cameras=args.cameras)
-    plan = replace(plan, sample_s=args.sample_s) if args.sample_s else plan
+    given = {k: getattr(args, k) for k in ("sample_s", "warmup_s", "camera_restart_s", "edit_s")}
+    plan = replace(plan, **{k: v for k, v in given.items() if v})
 
     def interrupted(*_: object) -> None:
         raise KeyboardInterrupt  # `kill` stops TorchServe, the cameras and the broker too (the finally blocks)
