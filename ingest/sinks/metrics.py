@@ -6,7 +6,7 @@ import contextlib
 import threading
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollector, start_http_server
 
 
 class CountWatcher(Protocol):
@@ -25,6 +25,7 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        ProcessCollector(registry=r)  # process_resident_memory_bytes, _open_fds, _cpu_seconds_total: for a memory alert
         self._up = Gauge("video_ingest_up", "1 while the camera is connected", ["camera"], registry=r)
         self._reconnects = Counter("video_ingest_reconnects", "reconnect attempts", ["camera"], registry=r)
         self._segments = Counter("video_ingest_segments", "segments answered, by HTTP status",

@@ -11,9 +11,11 @@ server-killed test and the credentials test run their own small servers and proc
 from __future__ import annotations
 
 import os
+import re
 import signal
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -113,6 +115,8 @@ def test_two_cameras_answered_in_order_with_pts(fleet):
     assert fleet.metric("video_ingest_segments_total", camera="a", status="200") >= len(answered)
     assert fleet.metric("video_ingest_up", camera="a") == 1
     assert 0 < fleet.metric("video_ingest_lag_seconds", camera="a") < 10
+    rss = int(re.search(r"VmRSS:\s+(\d+) kB", Path(f"/proc/{fleet.process.pid}/status").read_text())[1]) * 1024
+    assert abs(fleet.metric("process_resident_memory_bytes") - rss) < rss / 10  # the bridge's own, for an alert
 
 
 def test_nothing_listening_is_retried_with_backoff_and_the_others_go_on(fleet):
