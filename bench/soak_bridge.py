@@ -11,8 +11,9 @@ planted detector in a real TorchServe (as tests/e2e/conftest.py's `detector`), t
 `--metrics-port`) and a real Mosquitto. Meanwhile, on a schedule (`Plan`): one camera's server is
 killed and started again, round robin; the broker is stopped and started; a page is opened and
 closed (an HTTP client doing what the page does: `GET /api/cameras`, each camera's scene, a few
-`/api/live` long polls, with the token); and a zone is added to or removed from one camera in the
-YAML file (the bridge reloads it).
+`/api/live` long polls, with the token); a zone is added to or removed from one camera in the
+YAML file (the bridge reloads it); and `video-keys`, beside TorchServe as `./serve.sh` runs it,
+renews the keys (which live `Plan.key_min` minutes) at half their lifetime.
 
 Every `--sample-s` a row: the bridge process's resident memory, threads and open fds (from
 /proc), the events written so far, and each camera's last answer's age. At the end: the slope of
@@ -73,6 +74,7 @@ class Plan:
     edit_s: float = 240.0
     stuck_s: float = 60.0
     clip_s: float = 300.0
+    key_min: float = 10.0  # TorchServe's token_expiration_min: video-keys renews the keys at half of it
 
     @classmethod
     def short(cls, minutes: float, cameras: int) -> Plan:
@@ -80,7 +82,7 @@ class Plan:
         s = minutes * 60
         return cls(minutes=minutes, cameras=cameras, sample_s=s / 8, warmup_s=s / 4, camera_restart_s=s / 3,
                    broker_restart_s=s / 2.5, broker_down_s=2.0, page_s=s / 3, edit_s=s / 4, stuck_s=30.0,
-                   clip_s=90.0)
+                   clip_s=90.0, key_min=minutes / 2)
 
 
 # --- the setting: scene, detector, cameras, broker -------------------------------------------------
@@ -104,9 +106,9 @@ def scene_clip(path: Path, seconds: float) -> Path:
     return path
 
 
-def planted_server(work: Path, port_offset: int) -> TorchServe:
+def planted_server(work: Path, port_offset: int, key_min: float) -> TorchServe:
     """TorchServe serving the planted detector as `planted_tracks` (tests/e2e/conftest.py's
-    `planted_store` and `detector`, outside pytest)."""
+    `planted_store` and `detector`, outside pytest), its keys living `key_min` minutes."""
     from tests import planted
     from tests.e2e.server import build_archives
 
@@ -119,8 +121,22 @@ def planted_server(work: Path, port_offset: int) -> TorchServe:
     (work / "index_to_name.json").write_text(json.dumps({"0": "red", "1": "green", "2": "blue"}))
     build_archives(work / "store", MODEL, str(work / f"{MODEL}.pt"), str(work / f"{MODEL}.yaml"))
     models = {MODEL: {"1.0": {"defaultVersion": True, "marName": f"{MODEL}.mar", **workers}}}
-    return TorchServe(work / "ts", work / "store", port_offset=port_offset,
-                      overlays=[f"load_models={MODEL}.mar\nmodels={json.dumps(models)}\n"]).start(timeout_s=300)
+    return TorchServe(work / "ts", work / "store", port_offset=port_offset, overlays=[
+        f"load_models={MODEL}.mar\nmodels={json.dumps(models)}\ntoken_expiration_min={key_min:g}\n"]).start(timeout_s=300)
+
+
+def start_keys(server: TorchServe, log: Path) -> subprocess.Popen:
+    """`video-keys` beside TorchServe, as `./serve.sh` runs it: without it every key lapses after
+    `token_expiration_min` and each camera is refused from then on (docs/keys.md)."""
+    with log.open("w") as out:
+        return subprocess.Popen([sys.executable, "-m", "tskeys.rotate", "--config", str(server.workdir / "config.properties"),
+                                 "--key-file", str(server.workdir / "key_file.json")],
+                                stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+
+
+def key_renewals(log: Path) -> int:
+    """The inference key's renewals `video-keys` logged."""
+    return log.read_text().count("renewed the inference key") if log.exists() else 0
 
 
 def camera_entry(name: str, url: str, extra_zone: bool) -> dict[str, Any]:
@@ -478,7 +494,9 @@ def run_soak(work: Path, plan: Plan, server: TorchServe) -> dict[str, Any]:
         ingest.wait("every camera's first answer", lambda: run.results.read() or
                     len(run.results.last_answer) == plan.cameras, timeout=120)
         soak(run)
-        return finish(run)
+        result = finish(run)
+        result["chores"]["key_renewal"] = key_renewals(work / "keys.log")
+        return result
     finally:
         ingest.kill()
         fleet.stop()
@@ -511,10 +529,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-soak-bridge-") as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        server = planted_server(work / "detector", args.port_offset)
+        server = planted_server(work / "detector", args.port_offset, plan.key_min)
+        keys = start_keys(server, work / "keys.log")
         try:
             result = run_soak(work, plan, server)
         finally:
+            keys.terminate()
+            keys.wait(60)
             server.stop()
     print(summary(result))
     if args.json:
