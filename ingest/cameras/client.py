@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
 from dataclasses import dataclass
@@ -17,6 +18,8 @@ from tskeys import Key, KeyFileError, is_invalid_key
 RETRYABLE = (503, 404)
 CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 60.0
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +59,26 @@ class Keys:
         self._path = path
         self._key: Key | None = None
         self._lock = threading.Lock()
+        self._refused = False  # whether the last answer refused the key, read again
+
+    def judged(self, refused: bool) -> None:
+        """Takes an answer's verdict on the key: logs once when it stays refused after the file was
+        read again (every answer is 400 until a good key is there), and once when one is accepted."""
+        with self._lock:
+            if refused == self._refused:
+                return
+            self._refused, held = refused, self._key is not None
+        where = self._path or "nowhere (no --token-file)"
+        if refused and not held:
+            logger.warning("TorchServe wants a key and %s holds none (missing or empty): every camera is answered "
+                           "400 until it does (--token-file: TorchServe's key_file.json)", where)
+        elif refused:
+            logger.warning("TorchServe refuses the key from %s, also read again: it expired or is wrong, and every "
+                           "camera is answered 400 until a good key is there (TorchServe's keys lapse after "
+                           "token_expiration_min, 60 minutes by default: run video-keys beside it, as ./serve.sh "
+                           "does; docs/keys.md)", where)
+        else:
+            logger.info("TorchServe accepts the key from %s again", where)
 
     def current(self) -> str | None:
         """The key to send now (None: none)."""
@@ -100,6 +123,8 @@ class Client:
             answer = self._send(body, headers, key)
             if answer.refused_key:
                 answer = self._send(body, headers, self._keys.refreshed(key))
+            if answer.status is not None:
+                self._keys.judged(answer.refused_key)
         except KeyFileError as exc:  # TorchServe restarting: its key file is gone for a moment
             return Answer(None, None, f"KeyFileError: {exc}")
         return answer

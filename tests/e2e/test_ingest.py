@@ -323,6 +323,33 @@ def test_credentials_appear_in_no_output(torchserve, tmp_path):
             assert secret not in text, f"{secret!r} in the {where}"
 
 
+def test_a_refused_key_is_logged_once_and_its_return_too(torchserve, tmp_path):
+    """A key TorchServe refuses even after the file is read again (expired with no video-keys
+    beside TorchServe, or wrong): each answer says so, and the log says it once, with the fix;
+    once the file holds a good key, answers are 200 again and the log says that once too."""
+    camera = RtspServer({"cam": (*SIZE, FPS)}, log=tmp_path / "gst.log").start()
+    token = tmp_path / "token"
+    token.write_text("not-the-key\n")
+    ingest = Ingest(tmp_path, torchserve, ["--camera", f"cam={camera.url('cam')}", "--token-file", str(token)])
+    try:
+        refused = ingest.wait("refused answers", lambda: len(ingest.answers("cam")) >= 3 and ingest.answers("cam"))
+        assert {(a["status"], a["type"]) for a in refused} == {(400, "InvalidKeyException")}
+        token.write_text(torchserve.key() + "\n")
+        back = len(ingest.lines())
+        ingest.wait("answers with the good key", lambda: len(ingest.answers("cam", back)) >= 15, timeout=60)
+        assert ingest.answers("cam", back)[-1]["status"] == 200
+        code, _ = ingest.stop()
+        assert code == 0
+        log = ingest.log()
+        assert log.count("TorchServe refuses the key from") == 1, log
+        assert f"refuses the key from {token}, also read again: it expired or is wrong" in log
+        assert "run video-keys beside it" in log
+        assert log.count(f"TorchServe accepts the key from {token} again") == 1, log
+    finally:
+        ingest.kill()
+        camera.stop()
+
+
 def test_a_torchserve_restart_is_waited_out_with_new_keys(torchserve, tmp_path):
     """Last: it restarts the module's TorchServe. Meanwhile units are retried and, as newer ones
     wait (`latest`), dropped as `unavailable`; after the restart the new key is read and answers

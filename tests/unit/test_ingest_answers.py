@@ -119,3 +119,22 @@ def test_a_fragment_for_the_page_has_a_strict_json_header_whatever_its_numbers()
     assert int.from_bytes(fragment.data[4:8], "big") == 4 and fragment.data[8 + size:] == b"JPEG"
     assert strict(fragment.data[8:8 + size].decode()) == {"seq": 7, "kind": "jpeg", "camera": "dock", "pts": None,
                                                           "frames": [{"box": [None, 1.5]}]}
+
+
+def test_a_key_refused_after_a_reread_is_logged_once_per_change(tmp_path, caplog):
+    """Every answer is judged; the log says so only when the verdict changes (no key held: the file
+    named and the flag that fixes it)."""
+    import logging
+
+    from ingest.cameras.client import Keys
+
+    keys = Keys(tmp_path / "key_file.json")  # missing: no key is sent
+    assert keys.current() is None
+    with caplog.at_level(logging.INFO, logger="ingest.cameras.client"):
+        for refused in (False, True, True, True, False, False, True):
+            keys.judged(refused)
+    said = [(r.levelname, r.getMessage()) for r in caplog.records]
+    none = (f"TorchServe wants a key and {tmp_path / 'key_file.json'} holds none (missing or empty): every camera is "
+            "answered 400 until it does (--token-file: TorchServe's key_file.json)")
+    back = f"TorchServe accepts the key from {tmp_path / 'key_file.json'} again"
+    assert said == [("WARNING", none), ("INFO", back), ("WARNING", none)]
