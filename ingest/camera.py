@@ -185,16 +185,17 @@ class CameraWorker:
     def _answered(self, unit: Unit, answer: Answer) -> list[dict[str, Any]]:
         now = self._shared.now()
         lines = result_lines(self.camera.name, unit, answer, now)
-        status = answer.status or 0
-        frames = len(lines) if status == 200 else unit.frames
+        bad = answer.status == 200 and lines[0].get("type") == "BadAnswer"  # a 200 the bridge refused (NaN)
+        good = answer.status == 200 and not bad
+        frames = len(lines) if good else unit.frames
+        status = "bad_answer" if bad else str(answer.status or 0)
         self._shared.metrics.answered(self.camera.name, status, frames, self.camera.mode is Mode.SEGMENTS)
-        if status == 200:
+        if good:
             self._shared.metrics.lag(self.camera.name, now - lines[-1]["capture_time"])
         self._watch_decoding(unit, answer)
         with self._lock:
             self.counts["answered"] += 1
         return lines
-
 
     def _watch_decoding(self, unit: Unit, answer: Answer) -> None:
         """Segments the server cannot decode, several in a row: the stream changed under the

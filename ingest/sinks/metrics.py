@@ -28,9 +28,9 @@ class Metrics:
         ProcessCollector(registry=r)  # process_resident_memory_bytes, _open_fds, _cpu_seconds_total: for a memory alert
         self._up = Gauge("video_ingest_up", "1 while the camera is connected", ["camera"], registry=r)
         self._reconnects = Counter("video_ingest_reconnects", "reconnect attempts", ["camera"], registry=r)
-        self._segments = Counter("video_ingest_segments", "segments answered, by HTTP status",
+        self._segments = Counter("video_ingest_segments", "segments answered, by HTTP status (bad_answer: a 200 refused)",
                                  ["camera", "status"], registry=r)
-        self._frames = Counter("video_ingest_frames", "frames answered, by HTTP status",
+        self._frames = Counter("video_ingest_frames", "frames answered, by HTTP status (bad_answer: a 200 refused)",
                                ["camera", "status"], registry=r)
         self._dropped = Counter("video_ingest_dropped", "segments or frames dropped before an answer",
                                 ["camera", "reason"], registry=r)
@@ -83,11 +83,11 @@ class Metrics:
     def reconnect(self, camera: str) -> None:
         self._child(self._reconnects, camera).inc()
 
-    def answered(self, camera: str, status: int, frames: int, segment: bool) -> None:
-        """One request answered with `status`, holding `frames` frames."""
+    def answered(self, camera: str, status: str, frames: int, segment: bool) -> None:
+        """One request answered with `status` (the HTTP status, or `bad_answer`: a 200 refused), of `frames` frames."""
         if segment:
-            self._child(self._segments, camera, str(status)).inc()
-        self._child(self._frames, camera, str(status)).inc(frames)
+            self._child(self._segments, camera, status).inc()
+        self._child(self._frames, camera, status).inc(frames)
 
     def dropped(self, camera: str, reason: str, count: int = 1) -> None:
         self._child(self._dropped, camera, reason).inc(count)

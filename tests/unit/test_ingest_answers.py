@@ -10,8 +10,10 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
+import requests
 
 from ingest.cameras.clock import WallClock
 from ingest.sinks.output import Lines
@@ -79,6 +81,41 @@ def test_a_nan_answer_is_a_bad_answer_line_saying_why_and_every_line_is_strict_j
     assert len(answers) == server.posts == 10  # 2 s at 5 frames a second, one line per answer
     assert {(x["status"], x["type"], x["message"]) for x in answers} == {(200, "BadAnswer", WHY)}
     assert not any("detections" in x for x in answers)
+
+
+def test_a_bad_answer_is_counted_as_one_not_as_a_200(tmp_path):
+    """The metrics an operator alerts on: a refused 200 counts its request's frames under
+    `bad_answer`, never under 200, and sets no lag."""
+    from tests.rtsp_server import free_port
+    from tsutil import prom
+
+    video = tmp_path / "dock.mp4"
+    video.write_bytes(segment("mp4", frames=150, fps=15, gop=15, bframes=0))
+    port, server = free_port(), NanServer(NAN_BOX)
+    ingest = subprocess.Popen([sys.executable, "-m", "ingest.cli", "--url", server.url, "--model", "m",
+                               "--camera", f"dock={video}", "--mode", "frames", "--sample-fps", "5",
+                               "--results", str(tmp_path / "r.jsonl"), "--metrics-port", str(port)],
+                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    def bad() -> float:
+        try:
+            text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        except requests.ConnectionError:  # not listening yet
+            return 0.0
+        return prom.total(text, "video_ingest_frames_total", camera="dock", status="bad_answer")
+
+    try:
+        deadline = time.monotonic() + 30
+        while bad() < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    finally:
+        ingest.kill()
+        ingest.wait(10)
+        server.stop()
+    assert prom.total(text, "video_ingest_frames_total", camera="dock", status="bad_answer") >= 2
+    assert prom.total(text, "video_ingest_frames_total", camera="dock", status="200") == 0
+    assert prom.total(text, "video_ingest_lag_seconds", camera="dock") == 0
 
 
 def test_a_non_finite_number_that_reaches_the_results_is_written_as_null(tmp_path, caplog):
