@@ -1,4 +1,4 @@
-"""A day unattended, shortened to an hour (not CI): `video-ingest` for a fleet, disturbed on a schedule.
+"""A day unattended, shortened to hours (not CI): `video-ingest` for a fleet, disturbed on a schedule.
 
     python -m bench.soak_bridge --minutes 60 --json soak.json    # 16 cameras, about 70 minutes
     python -m bench.soak_bridge --minutes 1 --cameras 2 --short  # the CI test's form

@@ -323,6 +323,25 @@ def test_credentials_appear_in_no_output(torchserve, tmp_path):
             assert secret not in text, f"{secret!r} in the {where}"
 
 
+def test_the_bridge_runs_with_jemalloc_as_the_image_runs_it(torchserve, tmp_path):
+    """deploy/Dockerfile's video-ingest preloads jemalloc (its memory stays flat where glibc's malloc
+    lets it creep): the same preload here, with PyAV's FFmpeg, OpenCV and the rest loaded."""
+    camera = RtspServer({"cam": (*SIZE, FPS)}, log=tmp_path / "gst.log").start()
+    ingest = Ingest(tmp_path, torchserve, ["--camera", f"cam={camera.url('cam')}"],
+                    env={"LD_PRELOAD": "libjemalloc.so.2"})
+    try:
+        ingest.wait("answers", lambda: len(ingest.answers("cam")) >= 15)
+        maps = Path(f"/proc/{ingest.process.pid}/maps").read_text()
+        assert "libjemalloc.so.2" in maps
+        check_in_order(ingest.answers("cam"))
+        code, _ = ingest.stop()
+        assert code == 0
+        assert "cannot be preloaded" not in ingest.log()
+    finally:
+        ingest.kill()
+        camera.stop()
+
+
 def test_a_refused_key_is_logged_once_and_its_return_too(torchserve, tmp_path):
     """A key TorchServe refuses even after the file is read again (expired with no video-keys
     beside TorchServe, or wrong): each answer says so, and the log says it once, with the fix;

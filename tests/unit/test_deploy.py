@@ -410,6 +410,10 @@ def test_ingest_sends_to_the_torchserve_service_with_the_proxy_token():
 def test_ingest_runs_from_the_image_and_exposes_the_metrics_the_podmonitor_scrapes():
     assert INGEST_CONTAINER["command"] == ["video-ingest"]
     assert "/usr/local/bin/video-ingest" in DOCKERFILE and "COPY ingest/" in DOCKERFILE
+    # with jemalloc (installed, and preloaded by the wrapper): glibc's malloc lets its memory creep
+    [wrapper] = re.findall(r"^RUN printf '#!/bin/sh\\n(.*?)\\n' > /usr/local/bin/video-ingest", DOCKERFILE, re.M)
+    assert wrapper.startswith("LD_PRELOAD=libjemalloc.so.2 ") and "exec python -m ingest.cli" in wrapper
+    assert re.search(r"apt-get install [^&]*\blibjemalloc2\b", DOCKERFILE)
     ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().split()
     for copied in re.findall(r"^COPY (?:--\S+ )*(\w+)/ ", DOCKERFILE, re.M):
         assert f"!{copied}/" in ignore, f"{copied}/ is copied but not in the build context"
