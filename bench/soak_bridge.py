@@ -13,7 +13,8 @@ killed and started again, round robin; the broker is stopped and started; a page
 closed (an HTTP client doing what the page does: `GET /api/cameras`, each camera's scene, a few
 `/api/live` long polls, with the token); a zone is added to or removed from one camera in the
 YAML file (the bridge reloads it); and `video-keys`, beside TorchServe as `./serve.sh` runs it,
-renews the keys (which live `Plan.key_min` minutes) at half their lifetime.
+renews the keys (which live `Plan.key_min` minutes) at half their lifetime. The bridge runs with
+jemalloc preloaded, as deploy/Dockerfile runs it (`--allocator glibc`: glibc's malloc).
 
 Every `--sample-s` a row: the bridge process's resident memory, threads and open fds (from
 /proc), the events written so far, and each camera's last answer's age. At the end: the slope of
@@ -75,6 +76,7 @@ class Plan:
     stuck_s: float = 60.0
     clip_s: float = 300.0
     key_min: float = 10.0  # TorchServe's token_expiration_min: video-keys renews the keys at half of it
+    allocator: str = "jemalloc"  # the bridge's malloc: jemalloc, preloaded as the image runs it, or glibc
 
     @classmethod
     def short(cls, minutes: float, cameras: int) -> Plan:
@@ -471,15 +473,18 @@ def summary(result: dict[str, Any]) -> str:
 # --- the whole run --------------------------------------------------------------------------------
 
 
-def start_bridge(work: Path, server: TorchServe, fleet: Fleet, broker: Broker) -> tuple[Ingest, str, str]:
-    """`video-ingest` on the fleet's list with --mqtt and --web (our token); its web address and token."""
+def start_bridge(work: Path, server: TorchServe, fleet: Fleet, broker: Broker,
+                 allocator: str) -> tuple[Ingest, str, str]:
+    """`video-ingest` on the fleet's list with --mqtt and --web (our token), with `allocator`; its
+    web address and token."""
     token = secrets.token_urlsafe(24)
     token_file = work / "web-token.json"
     token_file.write_text(json.dumps({"web": {"key": token}}))
     token_file.chmod(0o600)
     port = free_port()
     ingest = Ingest(work, server, ["--config", str(fleet.config), "--mqtt", broker.mosquitto.url, "--web",
-                                   f"127.0.0.1:{port}", "--web-token-file", str(token_file)], model=MODEL)
+                                   f"127.0.0.1:{port}", "--web-token-file", str(token_file)], model=MODEL,
+                    env={"LD_PRELOAD": "libjemalloc.so.2"} if allocator == "jemalloc" else None)
     return ingest, f"http://127.0.0.1:{port}", token
 
 
@@ -488,11 +493,14 @@ def run_soak(work: Path, plan: Plan, server: TorchServe) -> dict[str, Any]:
     fleet = Fleet(work, plan.cameras, scene_clip(work / "scene.ts", plan.clip_s)).start()
     broker = Broker(work, plan.broker_down_s)
     subscriber = EventIds(broker.mosquitto)
-    ingest, web, token = start_bridge(work, server, fleet, broker)
+    ingest, web, token = start_bridge(work, server, fleet, broker, plan.allocator)
     run = Run(plan, fleet, broker, ingest, subscriber, web, token, Results(ingest.results))
     try:
         ingest.wait("every camera's first answer", lambda: run.results.read() or
                     len(run.results.last_answer) == plan.cameras, timeout=120)
+        if plan.allocator == "jemalloc" and "libjemalloc" not in Path(f"/proc/{ingest.process.pid}/maps").read_text():
+            raise SystemExit("bench.soak_bridge: the bridge runs without jemalloc: install it (Debian: libjemalloc2) "
+                             "or measure glibc's malloc with --allocator glibc")
         soak(run)
         result = finish(run)
         result["chores"]["key_renewal"] = key_renewals(work / "keys.log")
@@ -514,12 +522,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup-s", type=float, help="seconds left out of the slopes (default 300)")
     p.add_argument("--camera-restart-s", type=float, help="seconds between two camera servers' restarts (default 180)")
     p.add_argument("--edit-s", type=float, help="seconds between two edits of the camera list (default 240)")
+    p.add_argument("--allocator", choices=["jemalloc", "glibc"],
+                   help="the bridge's malloc (default jemalloc, preloaded as deploy/Dockerfile runs it; glibc: "
+                        "resident memory creeps 2-4 MB an hour, docs/ingest.md)")
     p.add_argument("--port-offset", type=int, default=PORT_OFFSET, help=f"TorchServe's ports (default +{PORT_OFFSET})")
     p.add_argument("--json", type=Path, help="write the result here")
     p.add_argument("--work", type=Path, help="keep the logs, results and lists here (default: a temporary folder)")
     args = p.parse_args(argv)
     plan = Plan.short(args.minutes, args.cameras) if args.short else Plan(minutes=args.minutes, cameras=args.cameras)
-    given = {k: getattr(args, k) for k in ("sample_s", "warmup_s", "camera_restart_s", "edit_s")}
+    given = {k: getattr(args, k) for k in ("sample_s", "warmup_s", "camera_restart_s", "edit_s", "allocator")}
     plan = replace(plan, **{k: v for k, v in given.items() if v})
 
     def interrupted(*_: object) -> None:

@@ -30,6 +30,7 @@ def test_the_short_soak_prints_its_table_and_verdicts_and_every_event_reaches_mq
     assert len(rows) >= 4 and all(len(row) == 5 + 2 for row in rows), done.stdout
     result = json.loads(report.read_text())
     assert set(result["verdicts"]) == {"flat", "mqtt_complete", "none_stuck", "stuck"}
+    assert result["plan"]["allocator"] == "jemalloc"  # as the image runs the bridge (checked in its maps)
     assert set(result["slopes"]) == {"rss_mb", "threads", "fds"}
     assert all({"per_hour", "noise", "growth", "flat"} <= set(s) for s in result["slopes"].values())
     assert result["verdicts"]["mqtt_complete"] is True, result["mqtt"]
