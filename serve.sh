@@ -39,6 +39,12 @@ if [[ ${1:-} == stop ]]; then
 fi
 if [[ $engine == ray ]]; then
   ./archive.sh
+  # What the archives served need besides Ray (onnx for an ONNX graph), installed before they load.
+  needed=$(python -m rayserve extras --config config.properties)
+  if [[ -n $needed ]]; then
+    EXTRAS=test,ray,$needed
+    . scripts/setup.sh
+  fi
   mkdir -p logs
   if ! python -m rayserve start --config config.properties 2>logs/ray.log; then
     tail -n 20 logs/ray.log >&2

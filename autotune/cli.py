@@ -120,9 +120,9 @@ def _engine(args: argparse.Namespace) -> engines.Engine:
 
     app_args, tuning = deploy.load(args.ray_state)
     keep_loopback()  # before Ray is imported
-    import ray
+    from rayserve import cluster
 
-    ray.init(address=args.ray_address, _node_ip_address="127.0.0.1", logging_level=logging.WARNING)
+    cluster.join(args.ray_address)
     urls = (args.metrics_url or "http://127.0.0.1:8092").split(",")
     return engines.RayServe(args.model, urls, app_args, tuning, state=args.ray_state)
 

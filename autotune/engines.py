@@ -68,7 +68,7 @@ class RayServe:
 
     def __init__(self, model: str, metrics_urls: Sequence[str], args: Mapping[str, Any],
                  tuning: Mapping[str, Mapping[str, float]], state: Path | None = None) -> None:
-        from rayserve.app import plan
+        from rayserve.plan import plan
 
         self.model, self.metrics_urls, self.state = model, list(metrics_urls), state
         self.args, self.tuning = dict(args), {name: dict(v) for name, v in tuning.items()}

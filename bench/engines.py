@@ -609,16 +609,13 @@ class RayHandleServer(RayServer):
         from rayserve.node import keep_loopback
 
         keep_loopback()
-        import ray
         from ray import serve
 
-        from rayserve.deploy import app_name
+        from rayserve import cluster
+        from rayserve.cli import GCS_PORT
+        from rayserve.plan import app_name
 
-        if not ray.is_initialized():
-            from rayserve.cli import GCS_PORT
-
-            ray.init(address=f"127.0.0.1:{GCS_PORT}", _node_ip_address="127.0.0.1", logging_level="WARNING",
-                     log_to_driver=False)
+        cluster.join(f"127.0.0.1:{GCS_PORT}", log_to_driver=False)
         handle = serve.get_deployment_handle(self.name, app_name(self.name)).infer
         headers = {"body": {"content-type": "image/jpeg"}, "content-type": "image/jpeg"}
 

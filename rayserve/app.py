@@ -15,7 +15,7 @@
         args: {config: config.properties, key_file: key_file.json}
 
 Args: `model` (the model a `model` application serves), `config` (TorchServe's properties:
-`model_store`, `load_models`, `models=`,
+`model_store` (a relative one from the properties file's folder), `load_models`, `models=`,
 `job_queue_size`, `max_request_size`), `models` (a subset of model names), `model_store` (overrides
 the properties'), `key_file` (`key_file.json`; null turns token authorization off),
 `replica_cpus` (Ray CPUs a model replica holds, default 1), `ingress_replicas` (default 1),
@@ -27,7 +27,6 @@ the properties'), `key_file` (`key_file.json`; null turns token authorization of
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -36,32 +35,11 @@ from ray import serve
 from ray.serve import Application
 from ray.serve.deployment import Deployment
 
-from rayserve.archive import Archive, ArchiveError, Properties, Settings
-from rayserve.ingress import Doors, Gate, Route
+from rayserve.archive import ArchiveError
+from rayserve.gate import Gate
+from rayserve.ingress import Doors, Route
 from rayserve.model import Model
-
-logger = logging.getLogger(__name__)
-
-_ARGS = frozenset({"config", "model", "models", "model_store", "key_file", "replica_cpus", "ingress_replicas",
-                   "ingress_resources", "autoscaling"})
-
-
-def plan(args: Mapping[str, Any], warn: bool = True) -> list[tuple[Archive, Settings]]:
-    """The archives to serve and their settings; each setting Serve ignores named in a warning.
-
-    Raises:
-        ArchiveError: an unknown arg, or an archive or setting that cannot be served.
-    """
-    unknown = sorted(set(args) - _ARGS)
-    if unknown:
-        raise ArchiveError(f"unknown args {unknown}: rayserve.app:model and :doors take {sorted(_ARGS)}")
-    props = _properties(args)
-    models = args.get("models") or ()
-    planned = [(a, a.settings(props.entries.get(a.name, {}))) for a in props.archives(tuple(models))]
-    for archive, settings in planned if warn else ():
-        for line in settings.warnings(archive.name):
-            logger.warning(line)
-    return planned
+from rayserve.plan import plan, properties
 
 
 def model(args: Mapping[str, Any]) -> Application:
@@ -70,7 +48,7 @@ def model(args: Mapping[str, Any]) -> Application:
     name = args.get("model")
     if not isinstance(name, str) or not name:
         raise ArchiveError("rayserve.app:model needs args.model, the name of the model it serves")
-    props = _properties(args)
+    props = properties(args)
     [(archive, settings)] = plan({**args, "models": [name]})
     options = settings.deployment_options(props.job_queue_size, float(args.get("replica_cpus", 1)))
     if "autoscaling_config" in options:
@@ -82,7 +60,7 @@ def model(args: Mapping[str, Any]) -> Application:
 
 def doors(args: Mapping[str, Any]) -> Application:
     """The application on `/`: the Open Inference Protocol, `/ping`, metadata, 404s."""
-    props = _properties(args)
+    props = properties(args)
     routes = {archive.name: Route(archive.version, settings.response_timeout_s)
               for archive, settings in plan(args, warn=False)}
     ingress = _deployment(Doors).options(
@@ -101,8 +79,3 @@ def _deployment(cls: type) -> Deployment:
     """`serve.deployment` applied to a plain class (its stubs type only the decorator form)."""
     deployment: Deployment = serve.deployment(cls)  # type: ignore[assignment]
     return deployment
-
-
-def _properties(args: Mapping[str, Any]) -> Properties:
-    store = args.get("model_store")
-    return Properties.read(Path(args.get("config", "config.properties")), Path(store) if store else None)

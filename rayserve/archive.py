@@ -135,6 +135,11 @@ class Archive:
     def version(self) -> str:
         return str(self.manifest.get("modelVersion") or "1.0")
 
+    @property
+    def extras(self) -> tuple[str, ...]:
+        """The project's extras a replica needs to load it (`onnx`: ONNX Runtime for an `.onnx` graph)."""
+        return ("onnx",) if str(self.manifest.get("serializedFile", "")).endswith(".onnx") else ()
+
     @classmethod
     def read(cls, path: Path) -> Archive:
         """Reads the manifest and the YAML without unpacking the rest.
@@ -169,7 +174,8 @@ class Properties:
     """What Ray reads of TorchServe's `config.properties`.
 
     Attributes:
-        store: the model store folder (a relative one from the working directory, as TorchServe).
+        store: the model store folder; a relative one is taken from the folder of the properties
+            file (wherever Ray builds the application, a head or a KubeRay pod).
         load_models: the archives to serve (file names, or model names).
         entries: per model name, its default version's `models=` entry.
         job_queue_size: `job_queue_size` (requests waiting per replica, beyond its batches).
@@ -184,14 +190,18 @@ class Properties:
 
     @classmethod
     def read(cls, path: Path, model_store: Path | None = None) -> Properties:
-        """Raises: ArchiveError naming the file and the key."""
+        """`model_store` (absolute, or from the working directory) overrides the file's.
+
+        Raises:
+            ArchiveError: naming the file and the key.
+        """
         try:
             with open(path, encoding="utf-8") as f:
                 props = javaproperties.load(f)
             models = json.loads(props.get("models") or "{}")
         except (OSError, ValueError) as err:
             raise ArchiveError(f"{path}: cannot read TorchServe's properties ({err})") from None
-        store = (model_store or Path(props.get("model_store", "model_store"))).resolve()
+        store = (model_store or path.parent / props.get("model_store", "model_store")).resolve()
         load = tuple(n.strip() for n in props.get("load_models", "all").split(",") if n.strip())
         entries = {name: _default_version(versions) for name, versions in models.items()}
         return cls(store, load, entries, int(props.get("job_queue_size", 100)),

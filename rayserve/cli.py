@@ -5,12 +5,15 @@ on TorchServe.
                     [--replica-cpus 1] [--ingress-replicas 1]
     video-ray tune MODEL [--batch-size N] [--max-batch-delay MS]   live, no replica restarted
     video-ray rotate-key        a new inference key in key_file.json; the old one is refused at once
+    video-ray extras [--config config.properties] [--models a,b]   the pip extras the archives need (onnx)
     video-ray stop
 
-`start` starts a one-node Ray cluster on 127.0.0.1 (or joins `--address`), writes `key_file.json`
-(TorchServe's shape, mode 0600) when it is missing, deploys an application per model and `doors` from a Serve config
-(`rayserve.deploy`; the args stay in `video-ray.json` for `tune` until `stop`), waits until every model answers
-and prints a working curl. Everything listens on 127.0.0.1 unless told otherwise.
+`start` starts a one-node Ray cluster on 127.0.0.1, or joins the one at `--address` as a driver of
+its node on this machine (`rayserve.cluster`: any cluster, `ray start`'s own included), checks that
+the cluster has room for every replica, writes `key_file.json` (TorchServe's shape, mode 0600) when
+it is missing, deploys an application per model and `doors` from a Serve config (`rayserve.deploy`;
+the args stay in `video-ray.json` for `tune` until `stop`), shows progress until every model
+answers and prints a working curl. Everything listens on 127.0.0.1 unless told otherwise.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rayserve.archive import ArchiveError
+from rayserve.cluster import JoinError
 from rayserve.node import keep_loopback
 
 logger = logging.getLogger("rayserve")
@@ -39,18 +43,21 @@ GCS_PORT = 6390
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = _parser().parse_args(argv)
-    keep_loopback()  # before Ray is imported: its configuration reads the environment once
     try:
-        if args.command == "start":
-            return start(args)
-        if args.command == "tune":
-            return tune(args)
+        if args.command == "extras":
+            from rayserve.plan import extras
+
+            print(",".join(extras({"config": args.config, "models": [m for m in args.models.split(",") if m]})))
+            return 0
         if args.command == "rotate-key":
             write_keys(Path(args.key_file), rotate=True)
             print(f"video-ray: a new inference key is in {args.key_file}; the old one is refused from now")
             return 0
-        return stop(args)
-    except (ArchiveError, FileNotFoundError) as err:
+        keep_loopback()  # before Ray is imported: its configuration reads the environment once
+        if args.command == "start":
+            return start(args)
+        return tune(args) if args.command == "tune" else stop(args)
+    except (ArchiveError, FileNotFoundError, JoinError) as err:
         print(f"video-ray: {err}", file=sys.stderr)
         return 2
 
@@ -80,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
     tuning.add_argument("--gcs-port", type=int, default=GCS_PORT)
     rotate = commands.add_parser("rotate-key", help="write a new inference key")
     rotate.add_argument("--key-file", default="key_file.json")
+    needs = commands.add_parser("extras", help="the project's pip extras the archives need besides ray (onnx)")
+    needs.add_argument("--config", default="config.properties")
+    needs.add_argument("--models", default="", help="model names, comma-separated (default: load_models)")
     halt = commands.add_parser("stop", help="delete the application and stop the Ray node start made")
     halt.add_argument("--address", help="the cluster to delete the application from (default: the local one)")
     halt.add_argument("--gcs-port", type=int, default=GCS_PORT, help="the port of the cluster start made")
@@ -89,30 +99,34 @@ def _parser() -> argparse.ArgumentParser:
 def start(args: argparse.Namespace) -> int:
     import ray
 
-    from rayserve import deploy
-    from rayserve.app import plan
+    from rayserve import cluster, deploy
+    from rayserve.plan import demands, plan
 
-    app_args: dict[str, Any] = {"config": args.config, "models": [m for m in args.models.split(",") if m],
-                                "key_file": None if args.disable_token_auth else args.key_file,
+    # Paths absolute: Serve builds the applications in its controller, on the head, not in this folder.
+    app_args: dict[str, Any] = {"config": str(Path(args.config).resolve()),
+                                "models": [m for m in args.models.split(",") if m],
+                                "key_file": None if args.disable_token_auth else str(Path(args.key_file).resolve()),
                                 "replica_cpus": args.replica_cpus, "ingress_replicas": args.ingress_replicas}
     if args.model_store:
-        app_args["model_store"] = args.model_store
+        app_args["model_store"] = str(Path(args.model_store).resolve())
     planned = plan(app_args, warn=False)  # fails here, before Ray starts, on a bad archive or setting
+    wanted = demands(app_args)
+    started = None if args.address else _start_head(args, cpus=sum(
+        d.replicas * d.resources.get("CPU", 0) for d in wanted))
+    address = args.address or f"127.0.0.1:{args.gcs_port}"
+    nodes = cluster.nodes_at(address)
+    cluster.check_room(wanted, nodes, args.replica_cpus)
     if not args.disable_token_auth:
         write_keys(Path(args.key_file), rotate=False)
-    started = None if args.address else _start_head(args, cpus=len(planned) * args.replica_cpus)
-    address = args.address or f"127.0.0.1:{args.gcs_port}"
-    ray.init(address=address, _node_ip_address="127.0.0.1", logging_level=logging.WARNING)
+    cluster.join(address)
     # The session `stop` stops: only the one this start began (`ray stop` would stop every Ray here).
     node = ray._private.worker._global_node
     started_node = {"session": node.session_name, "address": address} if started and node is not None else None
-    # Paths absolute: Serve builds the application in its controller, not in this folder.
-    app_args = {**app_args, "config": str(Path(args.config).resolve())}
-    for key in ("key_file", "model_store"):
-        if app_args.get(key):
-            app_args[key] = str(Path(app_args[key]).resolve())
+    print(f"video-ray: deploying {len(planned)} model{'s' if len(planned) > 1 else ''} on the Ray cluster at "
+          f"{address}", flush=True)
     try:
-        deploy.deploy(app_args, http={"host": args.host, "port": args.port}, timeout_s=args.timeout)
+        deploy.deploy(app_args, http={"host": args.host, "port": args.port}, timeout_s=args.timeout,
+                      progress=lambda line: print(f"video-ray: {line}", flush=True))
     except RuntimeError as err:
         raise ArchiveError(str(err)) from None
     deploy.save(app_args, {}, node=started_node)
@@ -121,17 +135,14 @@ def start(args: argparse.Namespace) -> int:
 
 
 def tune(args: argparse.Namespace) -> int:
-    import ray
-
-    from rayserve import deploy
+    from rayserve import cluster, deploy
 
     values = {key: value for key, value in (("batch_size", args.batch_size),
                                             ("max_batch_delay_ms", args.max_batch_delay)) if value is not None}
     if not values:
         raise ArchiveError("give --batch-size, --max-batch-delay or both")
     app_args, tuning = deploy.load()
-    ray.init(address=args.address or f"127.0.0.1:{args.gcs_port}", _node_ip_address="127.0.0.1",
-             logging_level=logging.WARNING)
+    cluster.join(args.address or f"127.0.0.1:{args.gcs_port}")
     try:
         tuning = deploy.tune(app_args, tuning, args.model, values)
     except RuntimeError as err:
@@ -145,12 +156,13 @@ def stop(args: argparse.Namespace) -> int:
     import ray
     from ray import serve
 
+    from rayserve import cluster
+
     try:
-        ray.init(address=args.address or f"127.0.0.1:{args.gcs_port}", _node_ip_address="127.0.0.1",
-                 logging_level=logging.WARNING)
+        cluster.join(args.address or f"127.0.0.1:{args.gcs_port}")
         serve.shutdown()  # type: ignore[no-untyped-call]
         ray.shutdown()
-    except (ConnectionError, RuntimeError) as err:
+    except (ConnectionError, RuntimeError) as err:  # JoinError among them
         print(f"video-ray: no Ray cluster to stop ({err})", file=sys.stderr)
     if args.address:
         return 0

@@ -14,29 +14,23 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-#: The application on `/` (`doors`); each model's is `app_name(model)`.
-APP = "video"
+from rayserve.archive import serve_limits
+from rayserve.plan import APP, app_name, plan, properties
+
 #: Where `video-ray start` leaves the args and tuning it deployed with.
 STATE = Path("video-ray.json")
-
-
-def app_name(model: str) -> str:
-    """The application of one model (`ServeReplica:video.<model>:<model>` in Ray's actor table)."""
-    return f"{APP}.{model}"
+#: Seconds between two progress lines that say nothing new while `wait_running` waits.
+PROGRESS_EVERY_S = 15.0
 
 
 def config(args: Mapping[str, Any], tuning: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, Any]:
     """The Serve config (`ServeDeploySchema`'s shape): an application per model the args name, its
     tuning as a `user_config` override (with Serve's bounds for its batch size), then `doors`."""
-    from rayserve.app import plan  # reads the archives
-    from rayserve.archive import Properties, serve_limits
-
-    store = args.get("model_store")
-    queue = Properties.read(Path(args.get("config", "config.properties")), Path(store) if store else None).job_queue_size
+    queue = properties(args).job_queue_size
     apps = []
     for archive, _ in plan(args, warn=False):
         name, values = archive.name, dict((tuning or {}).get(archive.name) or {})
@@ -51,7 +45,8 @@ def config(args: Mapping[str, Any], tuning: Mapping[str, Mapping[str, float]] | 
 
 
 def deploy(args: Mapping[str, Any], tuning: Mapping[str, Mapping[str, float]] | None = None,
-           http: Mapping[str, Any] | None = None, proxy_location: str = "HeadOnly", timeout_s: float = 300) -> None:
+           http: Mapping[str, Any] | None = None, proxy_location: str = "HeadOnly", timeout_s: float = 300,
+           progress: Callable[[str], None] | None = None) -> None:
     """Deploys (or updates) the applications on the connected Ray cluster and waits until they run.
 
     Raises:
@@ -63,24 +58,58 @@ def deploy(args: Mapping[str, Any], tuning: Mapping[str, Mapping[str, float]] | 
     wanted = config(args, tuning)
     client = api.serve_start(http_options=dict(http or {}), proxy_location=proxy_location)
     client.deploy_apps(ServeDeploySchema.model_validate(wanted), _blocking=False)
-    wait_running([app["name"] for app in wanted["applications"]], timeout_s)
+    wait_running([app["name"] for app in wanted["applications"]], timeout_s, progress)
 
 
-def wait_running(apps: list[str], timeout_s: float) -> None:
+def wait_running(apps: list[str], timeout_s: float, progress: Callable[[str], None] | None = None) -> None:
+    """Waits until every application of `apps` runs with every deployment healthy; `progress` gets
+    a line when that changes, and every `PROGRESS_EVERY_S` while nothing does.
+
+    Raises:
+        RuntimeError: an application failed to deploy (Serve's message), or the wait ran out,
+            naming what was still waiting and on what.
+    """
     from ray import serve
 
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    said, said_at = "", 0.0
+    while True:
         found = serve.status().applications
         failed = [f"{name}: {found[name].message}" for name in apps
                   if name in found and found[name].status == "DEPLOY_FAILED"]
         if failed:
             raise RuntimeError(f"the deployment failed: {'; '.join(failed)}")
-        if all(name in found and found[name].status == "RUNNING" and all(
-                d.status == "HEALTHY" for d in found[name].deployments.values()) for name in apps):
+        waiting = {name: _waiting_for(found.get(name)) for name in apps}
+        waiting = {name: why for name, why in waiting.items() if why}
+        if not waiting:
             return
+        line = f"{len(apps) - len(waiting)} of {len(apps)} applications running; waiting for " + \
+            ", ".join(f"{name} ({why})" for name, why in waiting.items())
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"not ready within {timeout_s:g} s: {line}. `ray status` shows what the cluster "
+                               "holds; `serve status` and the Ray logs say why a replica did not start")
+        if progress is not None and (line != said or time.monotonic() - said_at >= PROGRESS_EVERY_S):
+            progress(line)
+            said, said_at = line, time.monotonic()
         time.sleep(0.5)
-    raise RuntimeError(f"the models were not ready within {timeout_s:g} s: see `serve status` and the Ray logs")
+
+
+def _waiting_for(app: Any) -> str:
+    """What an application still waits for ("" when it runs): its status, and each unhealthy
+    deployment's replicas by state (`PENDING_ALLOCATION`: no node has the resources yet)."""
+    if app is None:
+        return "not deployed yet"
+    unhealthy = {name: d for name, d in app.deployments.items() if d.status != "HEALTHY"}
+    if app.status == "RUNNING" and not unhealthy:
+        return ""
+    states = [f"{name}: " + ", ".join(f"{count} {_text(state)}" for state, count in d.replica_states.items())
+              for name, d in unhealthy.items() if d.replica_states]
+    return _text(app.status) + (f"; replicas {'; '.join(states)}" if states else "")
+
+
+def _text(state: Any) -> str:
+    """A Serve status enum's own word (`DEPLOYING`)."""
+    return str(getattr(state, "value", state))
 
 
 def models() -> list[str]:

@@ -1,10 +1,9 @@
-"""TorchServe's inference routes on Ray Serve's HTTP proxy, the key checked on every request.
+"""`doors`, the application on `/`: TorchServe's inference routes besides a model's own
+`/predictions/{model}` (which Serve's proxy hands straight to the model's replicas,
+`rayserve.model`), the key checked on every request (`rayserve.gate`).
 
-`/predictions/{model}` is its model's own application: Serve's proxy hands it straight to a replica
-(`rayserve.model`, one hop), which checks the key, the size, its queue and `responseTimeout` with
-this module's `Gate`, `receive` and `respond`. `Doors`, the application on `/`, serves the rest and
-hands each inference to the model's replicas by handle:
-`POST /v2/models/{model}[/versions/{v}]/infer`, `POST /predictions/{unknown model}` (404),
+It hands each inference to the model's replicas by handle:
+`POST /v2/models/{model}[/versions/{v}]/infer`, `/predictions/{unknown model}` (404),
 `GET /v2/models/{model}[/versions/{v}]` (metadata) and `.../ready`, `GET /v2/health/live|ready`,
 `GET|POST /ping`. Every one needs `Authorization: Bearer <inference key>` from the key file
 (TorchServe's `key_file.json` shape, re-read when it changes), unless the app was built without
@@ -14,11 +13,9 @@ token authorization. Management has no route: models change by redeploying.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
-import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +25,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from rayserve import wire
-from rayserve.deploy import app_name
+from rayserve.gate import Keys, receive, respond
+from rayserve.plan import app_name
 from rayserve.wire import Answer
 
 logger = logging.getLogger(__name__)
@@ -40,47 +38,6 @@ class Route:
 
     version: str
     timeout_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class Gate:
-    """What a model's replica checks on the requests Serve's proxy hands it directly: the key file
-    (None: token authorization off), `max_request_size`, the model's `responseTimeout` and
-    `job_queue_size` (config.properties)."""
-
-    key_file: str | None
-    max_request_size: int
-    timeout_s: float
-    queue: int
-
-
-class Keys:
-    """The inference key of a `key_file.json`, re-read when the file changes (a rotation)."""
-
-    def __init__(self, path: str | None) -> None:
-        self.path = path
-        self._stamp: tuple[int, int] | None = None
-        self._key: str | None = None
-
-    def accepts(self, token: str | None) -> bool:
-        if self.path is None:
-            return True  # token authorization turned off by the operator
-        key = self._current()
-        return token is not None and key is not None and hmac.compare_digest(token, key)
-
-    def _current(self) -> str | None:
-        try:
-            stat = os.stat(self.path)  # type: ignore[arg-type]
-            stamp = (stat.st_mtime_ns, stat.st_size)
-            if stamp != self._stamp:
-                with open(self.path, encoding="utf-8") as f:  # type: ignore[arg-type]
-                    self._key = str(json.load(f)["inference"]["key"])
-                self._stamp = stamp
-        except (OSError, ValueError, KeyError, TypeError):
-            logger.warning("cannot read the inference key from %s: every request is refused until it can be",
-                           self.path)
-            self._stamp, self._key = None, None
-        return self._key
 
 
 class Doors:
@@ -106,13 +63,13 @@ class Doors:
             return wire.invalid_key()
         path = request.url.path
         if path == "/ping":
-            return Answer(200, json.dumps({"status": "Healthy"}))
+            return wire.healthy()
         if path in ("/v2/health/live", "/v2/health/ready"):
             return Answer(200, "")
-        if request.method in ("POST", "PUT"):
-            for pattern, predictions in ((wire.PREDICTIONS, True), (wire.OIP_INFER, False)):
-                if found := pattern.match(path):
-                    return await self._infer(request, found.group(1), found.group(2), predictions)
+        # /predictions with any method, as TorchServe hands it to the handler; OIP with POST or PUT.
+        inference = wire.PREDICTIONS.match(path) or (request.method in ("POST", "PUT") and wire.OIP_INFER.match(path))
+        if inference:
+            return await self._infer(request, inference.group(1), inference.group(2), inference.re is wire.PREDICTIONS)
         if request.method == "GET" and (found := wire.OIP_MODEL.match(path)):
             return self._metadata(*found.groups())
         return wire.not_found()
@@ -142,8 +99,7 @@ class Doors:
             call.cancel()  # type: ignore[no-untyped-call]
             return wire.timed_out(model, route.timeout_s)
         except BackPressureError:
-            return Answer.error(503, "ServiceUnavailableException",
-                                f"{model}'s queue is full (max_queued_requests, from job_queue_size): retry later")
+            return wire.queue_full(model)
         except Exception as err:  # a replica or its node died mid-request (RayActorError and its kin)
             logger.warning("%s: the request failed in its replica: %s", model, type(err).__name__)
             return Answer.error(503, "ReplicaUnavailable", f"the {model} replica serving this request failed "
@@ -163,35 +119,3 @@ class Doors:
         }))
 
 
-async def respond(request: Request, answer: Callable[[Request], Awaitable[Answer]], who: str) -> Response:
-    """`answer`'s Answer as an HTTP response; a bug in it becomes 500 `InternalError`, logged."""
-    try:
-        found = await answer(request)
-    except Exception:
-        logger.exception("%s failed on %s %s", who, request.method, request.url.path)
-        found = Answer.error(500, "InternalError", f"{who} failed on this request; see the replica log")
-    return Response(found.body, found.status, media_type="application/json")
-
-
-async def receive(request: Request, limit: int, predictions: bool) -> tuple[dict[str, object], dict[str, object]] | Answer:
-    """The request as TorchServe's worker hands it (`wire.item`), or 413 past `limit` bytes."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        return wire.too_large(int(declared), limit)
-    body = await _body(request, limit)
-    if body is None:
-        return wire.too_large(limit + 1, limit)
-    return await wire.item(request, body, predictions)
-
-
-async def _body(request: Request, limit: int) -> bytes | None:
-    """The whole body, or None once it passes `limit` (a chunked body declares no length)."""
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    body = b"".join(chunks)
-    request._body = body  # Starlette's own cache: request.form() parses it from here
-    return body

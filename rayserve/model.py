@@ -29,7 +29,7 @@ from handler import engine
 from handler.metrics import Kind, Sample, samples
 from rayserve import wire
 from rayserve.archive import Archive, replica_limit
-from rayserve.ingress import Gate, Keys, receive, respond
+from rayserve.gate import Gate, Keys, receive, respond
 from rayserve.wire import Answer
 
 logger = logging.getLogger(__name__)
@@ -55,6 +55,7 @@ class Model:
         self.gate, self.keys = gate, Keys(gate.key_file)
         self.batch_size = 1
         self.held = 0  # requests in this replica: waiting, batching or running
+        self._refusing = False  # answering 503 since the last request it took (logged once a spell)
         self._metrics: dict[str, metrics.Counter | metrics.Gauge] = {}
 
     def reconfigure(self, user_config: Mapping[str, Any]) -> None:
@@ -72,14 +73,15 @@ class Model:
         logger.info("%s: batches of up to %d requests, %.0f ms delay", self.name, size, delay_ms)
 
     async def __call__(self, request: Request) -> Response:
-        """`POST|PUT /predictions/{model}[/{version}]`, straight from Serve's proxy."""
+        """`/predictions/{model}[/{version}]`, any method (TorchServe hands each to the handler),
+        straight from Serve's proxy."""
         return await respond(request, self._http, f"the {self.name} replica")
 
     async def _http(self, request: Request) -> Answer:
         if not self.keys.accepts(wire.bearer(request.headers)):
             return wire.invalid_key()
         found = wire.PREDICTIONS.match(request.url.path)
-        if request.method not in ("POST", "PUT") or found is None or found.group(1) != self.name:
+        if found is None or found.group(1) != self.name:
             return wire.not_found()
         if found.group(2) is not None and found.group(2) != self.version:
             return wire.model_not_found(self.name, found.group(2))
@@ -93,7 +95,13 @@ class Model:
         past `responseTimeout` (the request leaves the batch queue)."""
         limit = replica_limit(self.batch_size, self.gate.queue)
         if self.held >= limit:
-            return wire.queue_full(self.name, limit)
+            if not self._refusing:
+                logger.warning("%s: this replica holds %d requests, its limit (a running batch, a filling one and "
+                               "job_queue_size in config.properties): answering 503 until one is done; add "
+                               "replicas (maxWorkers) if this lasts", self.name, limit)
+            self._refusing = True
+            return wire.queue_full(self.name)
+        self._refusing = False
         self.held += 1
         try:
             answer: Answer = await asyncio.wait_for(self.run_batch((item, headers)), self.gate.timeout_s)

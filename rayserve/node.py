@@ -5,7 +5,7 @@ Ray 2.60 replaces a loopback node address by the machine's outward address (so t
 could reach it), which would put every node's RPC ports on that interface. A cluster whose nodes
 all run on one machine (the tests, a one-node `video-ray start`) needs no outward port, so these
 nodes and the drivers that join them (`keep_loopback` before `ray.init`) keep the address they
-were given. `stop_session` stops the nodes of one session only (`ray stop` stops every Ray on the
+were given; a driver joins any cluster through `rayserve.cluster.join`. `stop_session` stops the nodes of one session only (`ray stop` stops every Ray on the
 machine). Ray's own token authentication is on (`RAY_AUTH_MODE=token`, the token in
 `~/.ray/auth_token`, made by the first head that finds none).
 """
@@ -20,10 +20,13 @@ import psutil
 
 
 def keep_loopback() -> None:
-    """This process's Ray keeps a loopback address as given, with token authentication on."""
+    """This process's Ray keeps a loopback address as given, with token authentication on (a token
+    made in `~/.ray/auth_token` the first time; a cluster without authentication ignores it)."""
     os.environ.setdefault("RAY_AUTH_MODE", "token")  # before Ray is imported: it reads this once
     from ray._private import services
+    from ray._private.authentication.authentication_token_setup import ensure_token_if_auth_enabled
 
+    ensure_token_if_auth_enabled(create_token_if_missing=True)
     services.resolve_ip_for_localhost = lambda host: host
 
 
@@ -60,12 +63,7 @@ def stop_session(session: str, address: str, grace_s: float = 15.0) -> int:
 
 
 def main() -> None:
-    keep_loopback()
-    if "--head" in sys.argv:
-        # `ray start --head` in token mode refuses to start without a token: make one the first time.
-        from ray._private.authentication.authentication_token_setup import ensure_token_if_auth_enabled
-
-        ensure_token_if_auth_enabled(create_token_if_missing=True)
+    keep_loopback()  # `ray start --head` in token mode refuses to start without a token: made here
     from ray.scripts.scripts import main as ray_main
 
     sys.argv[0] = "ray"

@@ -10,6 +10,9 @@ two from what Ray Serve's proxy delivers, so every door answers byte for byte as
   its last part, as on TorchServe, and the multipart door refuses the form that lost one); each
   part's Content-Type as its parameter's header, `''` for plain fields;
 - `/predictions` adds the `url_path` header, the Open Inference Protocol does not.
+
+What the frontend answers itself is written as it writes it: Gson's pretty printing, HTML-safe
+escapes and a closing newline (`torchserve_json`), the same messages, and an empty 413.
 """
 
 from __future__ import annotations
@@ -29,6 +32,16 @@ OIP_INFER = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer/?$")
 OIP_MODEL = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?(/ready)?/?$")
 
 
+#: What Gson (TorchServe's JSON writer) escapes in strings beyond JSON's own, as `\u00XX`.
+_GSON_ESCAPES = str.maketrans({c: f"\\u{ord(c):04x}" for c in "<>&='"})
+
+
+def torchserve_json(value: Mapping[str, object]) -> str:
+    """`value` as TorchServe's frontend writes its own answers (`JsonUtils.GSON_PRETTY` and a
+    newline): two-space indents, non-ASCII as is, `<>&='` escaped."""
+    return json.dumps(value, indent=2, ensure_ascii=False).translate(_GSON_ESCAPES) + "\n"
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     """A status and a JSON body (what the model deployment returns, and the ingress's own)."""
@@ -38,8 +51,13 @@ class Answer:
 
     @classmethod
     def error(cls, status: int, kind: str, message: str) -> Answer:
-        """TorchServe's shape for errors its frontend answers itself."""
-        return cls(status, json.dumps({"code": status, "type": kind, "message": message}))
+        """TorchServe's shape and bytes for errors its frontend answers itself."""
+        return cls(status, torchserve_json({"code": status, "type": kind, "message": message}))
+
+
+def healthy() -> Answer:
+    """`/ping`, as TorchServe answers it."""
+    return Answer(200, torchserve_json({"status": "Healthy"}))
 
 
 def invalid_key() -> Answer:
@@ -60,9 +78,9 @@ def model_not_found(model: str, version: str | None = None) -> Answer:
                         f"Model version: {version} does not exist for model: {model}")
 
 
-def too_large(size: int, limit: int) -> Answer:
-    return Answer.error(413, "RequestEntityTooLarge",
-                        f"the request is {size} bytes, over max_request_size = {limit} (config.properties)")
+def too_large() -> Answer:
+    """TorchServe's 413 past `max_request_size`: no body at all."""
+    return Answer(413, "")
 
 
 def timed_out(model: str, timeout_s: float) -> Answer:
@@ -70,10 +88,13 @@ def timed_out(model: str, timeout_s: float) -> Answer:
                         f"{timeout_s:g} s; the request was cancelled")
 
 
-def queue_full(model: str, limit: int) -> Answer:
+def queue_full(model: str) -> Answer:
+    """TorchServe's 503 when a model's job queue is full, word for word (its text is about workers:
+    the replica logs what it means here)."""
     return Answer.error(503, "ServiceUnavailableException",
-                        f"{model}'s replica holds {limit} requests, its limit (a running batch, a filling one and "
-                        "job_queue_size in config.properties): retry later, or add replicas (maxWorkers)")
+                        f'Model "{model}" has no worker to serve inference request. Please use scale workers API to '
+                        "add workers. If this is a sequence inference, please check if it is closed, or expired; or "
+                        "exceeds maxSequenceJobQueueSize")
 
 
 async def item(request: Request, body: bytes, predictions: bool) -> tuple[dict[str, object], dict[str, object]]:

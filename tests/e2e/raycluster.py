@@ -1,6 +1,8 @@
-"""A real Ray cluster of three nodes on this machine, on loopback, for end-to-end tests: a head
-(no CPUs: it holds the HTTP proxy, Serve's controller and `doors`) and two workers (the model
-replicas), each its own `ray start --block` process group, so a test can SIGKILL a node whole.
+"""A real Ray cluster of three nodes on this machine for end-to-end tests, started as Ray's docs
+say, with plain `ray start` (so its nodes register at the machine's outward address, as a user's
+do): a head (no CPUs: it holds the HTTP proxy, Serve's controller and `doors`) and two workers (the
+model replicas), each its own `ray start --block` process group, so a test can SIGKILL a node whole.
+Ray's token authentication is on (`RAY_AUTH_MODE=token`, tests/e2e/conftest.py).
 
 Serve deploys the applications of `rayserve.deploy.config` there, the way `video-ray start` does; `RayServe` answers the
 same questions a test asks of `tests.e2e.server.TorchServe` (address, key, metrics).
@@ -21,11 +23,15 @@ from typing import Any
 
 import requests
 
-from rayserve.deploy import app_name
+from rayserve.plan import app_name
 from tsutil import prom
 
 #: Each node's object store: the tests' frames are small; Ray's default takes 30% of memory per node.
 OBJECT_STORE_BYTES = 150_000_000
+
+
+#: The `ray` command of this Python's environment.
+RAY = str(Path(sys.executable).with_name("ray"))
 
 
 class Node:
@@ -36,8 +42,8 @@ class Node:
         with open(log, "wb") as out:
             # Metrics every second (Ray's default is 10 s): the autotune watcher reads rates a second apart.
             env = {**os.environ, "RAY_metrics_report_interval_ms": "1000"}
-            self.process = subprocess.Popen([sys.executable, "-m", "rayserve.node", "start", "--block", *args],
-                                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+            self.process = subprocess.Popen([RAY, "start", "--block", *args], stdout=out, stderr=subprocess.STDOUT,
+                                            start_new_session=True, env=env)
 
     def kill(self) -> None:
         """SIGKILL to the node's raylet and every worker of it, as a machine that lost power."""
@@ -58,16 +64,18 @@ class RayCluster:
     """A head and `workers` worker nodes (`worker1`, `worker2`, ... as custom resources)."""
 
     def __init__(self, workdir: Path, port_offset: int = 0, workers: int = 2, worker_cpus: int = 2) -> None:
+        from rayserve.node import keep_loopback
+
+        keep_loopback()  # this driver's Ray in token mode, the token made if missing: the nodes read it
         self.workdir = workdir
         self.gcs_port = 6490 + port_offset  # clear of `video-ray start`'s 6390
         self.metrics_ports = {"head": 8192 + port_offset}
-        common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats",
-                  f"--object-store-memory={OBJECT_STORE_BYTES}"]
+        common = ["--disable-usage-stats", f"--object-store-memory={OBJECT_STORE_BYTES}"]
         self.nodes = {"head": Node("head", [
-            "--head", f"--port={self.gcs_port}", "--include-dashboard=false", "--num-cpus=0",
+            "--head", "--node-ip-address=127.0.0.1", f"--port={self.gcs_port}", "--include-dashboard=false", "--num-cpus=0",
             '--resources={"head": 1}', f"--metrics-export-port={self.metrics_ports['head']}", *common],
             workdir / "head.log")}
-        self.address = f"127.0.0.1:{self.gcs_port}"
+        self.address = f"127.0.0.1:{self.gcs_port}"  # the GCS listens on every interface; nodes use the outward one
         _wait_port(self.gcs_port, 90, self.nodes["head"])
         self.connect()
         self.wait_nodes(1)
@@ -82,14 +90,9 @@ class RayCluster:
             self.wait_nodes(i + 1)
 
     def connect(self) -> None:
-        from rayserve.node import keep_loopback
+        from rayserve import cluster
 
-        keep_loopback()
-        import ray
-
-        if not ray.is_initialized():
-            ray.init(address=self.address, _node_ip_address="127.0.0.1", logging_level="WARNING",
-                     log_to_driver=False)  # the replicas' logs stay in the session's files
+        cluster.join(self.address, log_to_driver=False)  # the replicas' logs stay in the session's files
 
     def alive_nodes(self) -> dict[str, str]:
         """Node id -> our node name, of the nodes alive now."""

@@ -1,29 +1,112 @@
 """The same archives and doors on Ray Serve (DESIGN section 14), on a real three-node Ray cluster on
-this machine (tests/e2e/raycluster.py): byte-for-byte the answers TorchServe gives, the key, the
-replicas spread over the workers under `video-loadgen`, autoscaling on a burst, live batch settings,
-`video-ingest`'s tracks and counts, and a worker node killed under load."""
+this machine started with plain `ray start` (tests/e2e/raycluster.py): `video-ray start --address`
+joining it from a project folder (an ONNX archive among the models, a relative model store, the
+replicas checked for room first), byte-for-byte the answers TorchServe gives (the errors the engine
+writes itself included), the key, the replicas spread over the workers under `video-loadgen`,
+autoscaling on a burst, live batch settings, `video-ingest`'s tracks and counts, and a worker node
+killed under load."""
 
 import base64
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 import threading
 import time
 
 import numpy as np
 import pytest
 import requests
+import yaml
 
 from loadgen import cli as loadgen
-from rayserve.deploy import app_name
-from tests import support
+from rayserve.plan import app_name
+from tests import planted, support
 from tests import videos as segments
+from tests.e2e.conftest import RAY_HTTP_PORT
 from tests.e2e.ingest_cli import Ingest
+from tests.e2e.server import TorchServe, build_archives
 from tests.e2e.tracks import MODEL as PLANTED
 from tests.e2e.tracks import assert_steady_file_counted, camera, write
+from tests.integration.test_onnx import SCENES, ULTRALYTICS
+from tests.onnx_export import export
+from tsutil.server import env_port_offset
 
 MODEL = "frame_quality"
 PIXELS = support.frame(480, 640, 31)
 JPEG = support.jpeg(PIXELS)
+ONNX = "detector_onnx"
+#: TorchServe 0.12's answer when a model's job queue is full, as a real one wrote it (Gson's pretty JSON).
+QUEUE_FULL = ('{{\n  "code": 503,\n  "type": "ServiceUnavailableException",\n  "message": "Model \\"{model}\\" has no '
+              'worker to serve inference request. Please use scale workers API to add workers. If this is a sequence '
+              'inference, please check if it is closed, or expired; or exceeds maxSequenceJobQueueSize"\n}}\n')
+
+
+def _video_ray(folder, *args, timeout=420):
+    """The real `video-ray` command, run in `folder` as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "rayserve", *args], cwd=folder, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(support.ROOT)})
+
+
+@pytest.fixture(scope="module")
+def project(archives, tmp_path_factory):
+    """A project folder as a user has it: the shipped config.properties (model_store=model_store,
+    relative; load_models the five demo archives) and model_store/ with the demo archives and an
+    Ultralytics-layout detector exported to ONNX with dynamic axes (`detector_onnx`)."""
+    folder = tmp_path_factory.mktemp("project")
+    shutil.copy(support.ROOT / "config.properties", folder)
+    shutil.copytree(archives, folder / "model_store")
+    export(planted.Yolo(), folder / f"{ONNX}.onnx", None, None, metadata=ULTRALYTICS)
+    (folder / f"{ONNX}.yaml").write_text(yaml.safe_dump({"batchSize": 8, "maxBatchDelay": 20,
+                                                         "handler": {"task": "detection"}}))
+    build_archives(folder / "model_store", ONNX, str(folder / f"{ONNX}.onnx"), str(folder / f"{ONNX}.yaml"))
+    return folder
+
+
+def test_video_ray_joins_a_plain_ray_cluster_from_the_project_folder_and_serves_onnx(ray_cluster, project, server,
+                                                                                  tmp_path):
+    """First in the module, before `ray_serve` deploys: the CLI's own deploy, then its stop."""
+    address = ray_cluster.address
+    closed = _video_ray(project, "start", "--address", f"127.0.0.1:{ray_cluster.gcs_port + 7}", timeout=60)
+    assert closed.returncode == 2 and "no Ray cluster answers at" in closed.stderr, closed.stderr[-2000:]
+    # The shipped five archives with the default 1 CPU a replica: 5 replicas, two workers of 2 CPUs.
+    full = _video_ray(project, "start", "--address", address, timeout=120)
+    assert full.returncode == 2, full.stdout[-2000:] + full.stderr[-2000:]
+    message = full.stderr.strip().splitlines()[-1]
+    assert "the replicas do not all fit on the cluster's nodes" in message and "(5 CPU in all)" in message, message
+    assert all(f"{name} 1 x 1 CPU" in message for name in ("frame_quality", "face_detector", "fixed_batch_cnn"))
+    assert "--replica-cpus 0.66 fits every replica" in message and message.count(" 2 CPU") == 2
+    port = RAY_HTTP_PORT + env_port_offset() + 1
+    started = _video_ray(project, "start", "--address", address, "--models", f"{MODEL},{ONNX}",
+                         "--replica-cpus", "0.25", "--port", str(port))
+    assert started.returncode == 0, started.stdout[-3000:] + started.stderr[-3000:]
+    assert "applications running; waiting for" in started.stdout and f"/predictions/{MODEL}" in started.stdout
+    key = json.loads((project / "key_file.json").read_text())["inference"]["key"]
+    base, auth = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {key}"}
+    photo = (support.ROOT / "data/images/chelsea.png").read_bytes()
+    own = requests.put(f"{base}/predictions/{MODEL}", data=photo, headers=auth, timeout=60)
+    assert (own.status_code, own.content) == _put(server.inference_url, server.auth(), MODEL, photo)
+    onnx_ts = TorchServe(tmp_path / "ts", project / "model_store", overlays=[f"load_models={ONNX}.mar\n"]).start()
+    try:
+        for frame, boxes in SCENES:
+            body = support.png(frame)
+            on_ray = _put(base, auth, ONNX, body)
+            assert on_ray == _put(onnx_ts.inference_url, onnx_ts.auth(), ONNX, body)
+            assert on_ray[0] == 200 and [(d["label"], d["box"], d["score"]) for d in
+                                         json.loads(on_ray[1])["frames"][0]["detections"]] == boxes
+    finally:
+        onnx_ts.stop()
+    stopped = _video_ray(project, "stop", "--address", address, timeout=120)
+    assert stopped.returncode == 0, stopped.stderr[-2000:]
+    with pytest.raises(requests.ConnectionError):
+        requests.put(f"{base}/predictions/{MODEL}", data=photo, headers=auth, timeout=10)
+
+
+def _put(base, auth, model, body):
+    answer = requests.put(f"{base}/predictions/{model}", data=body, headers=auth, timeout=60)
+    return answer.status_code, answer.content
 
 
 def _requests():
@@ -55,6 +138,18 @@ def _requests():
          {"Content-Type": "application/json"}),
         ("face detector", "/predictions/face_detector", "PUT", (support.ROOT / "data/images/astronaut.png")
          .read_bytes(), {}),
+        # What the engine writes itself: TorchServe's frontend pretty-prints these, with a newline.
+        ("wrong key", pred, "PUT", JPEG, {"Authorization": "Bearer wrong"}),
+        ("not a bearer key", "/ping", "GET", b"", {"Authorization": "Basic d3Jvbmc="}),
+        ("unknown model", "/predictions/nope", "PUT", JPEG, {}),
+        ("unknown version", f"{pred}/9.9", "PUT", JPEG, {}),
+        ("oip unknown model", "/v2/models/nope/infer", "POST", json.dumps(oip).encode(),
+         {"Content-Type": "application/json"}),
+        ("unknown route", "/nowhere", "GET", b"", {}),
+        ("ping", "/ping", "GET", b"", {}),
+        # Any method on /predictions reaches the handler, as TorchServe routes it.
+        ("GET predictions", pred, "GET", b"", {}),
+        ("DELETE predictions", pred, "DELETE", b"", {}),
     ]
 
 
@@ -111,15 +206,22 @@ def test_routes_torchserve_has_not_and_requests_too_large(ray_serve):
     assert (missing.status_code, missing.json()["type"]) == (404, "ModelNotFoundException")
     version = requests.post(f"{base}/predictions/{MODEL}/9.9", data=JPEG, headers=auth, timeout=60)
     assert (version.status_code, version.json()["type"]) == (404, "ModelVersionNotFoundException")
-    huge = requests.post(f"{base}/predictions/{MODEL}", data=b"\0" * 209_715_201, timeout=120,
-                         headers={**auth, "Content-Type": "application/octet-stream"})
-    assert (huge.status_code, huge.json()["type"]) == (413, "RequestEntityTooLarge")
+
+def test_a_request_past_max_request_size_is_answered_as_torchserve_answers_it(server, ray_serve):
+    huge = b"\0" * 209_715_201
+
+    def send(base, auth):
+        answer = requests.post(f"{base}/predictions/{MODEL}", data=huge, timeout=120,
+                               headers={**auth, "Content-Type": "application/octet-stream"})
+        return answer.status_code, answer.content
+
+    assert send(ray_serve.inference_url, ray_serve.auth()) == send(server.inference_url, server.auth()) == (413, b"")
 
 
 def test_a_replica_bounds_its_own_queue_and_answers_504_past_response_timeout(ray_serve):
     """The model's replica is the ingress of its `/predictions`: its queue bound (max(5, 2 x 1) + 100 here,
     `job_queue_size` 100) and `responseTimeout` (4 s; a face takes about 0.1 s) answer with TorchServe's
-    JSON. The 140 requests leave together (connected first, then a barrier), so the bound is reached
+    JSON (a full queue in TorchServe's own bytes). The 140 requests leave together (connected first, then a barrier), so the bound is reached
     before any times out, however loaded the machine."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
@@ -134,16 +236,17 @@ def test_a_replica_bounds_its_own_queue_and_answers_504_past_response_timeout(ra
             session.get(f"{ray_serve.inference_url}/ping", headers=auth, timeout=60)
             together.wait(timeout=120)
             answer = session.put(url, data=photo, headers=auth, timeout=60)
-        return answer.status_code, answer.json() if answer.status_code != 200 else {}
+        return answer.status_code, answer.content
 
     with ThreadPoolExecutor(140) as pool:
         answers = list(pool.map(send, range(140)))
-    kinds = {status: {body.get("type") for s, body in answers if s == status} for status, _ in answers}
+    kinds = {status: {json.loads(body).get("type") for s, body in answers if s == status} for status, _ in answers}
     counts = {status: sum(1 for s, _ in answers if s == status) for status in kinds}
     assert set(kinds) == {200, 503, 504}, counts  # each request its own answer, and all three met
     assert kinds[503] == {"ServiceUnavailableException"} and kinds[504] == {"ResponseTimeout"}
-    refused = next(body for status, body in answers if status == 503)
-    assert "holds 105 requests" in refused["message"] and "job_queue_size" in refused["message"]
+    # TorchServe's own bytes for a full queue, word for word (its text is about workers).
+    assert {body for status, body in answers if status == 503} == {
+        QUEUE_FULL.format(model="face_detector_hurried").encode()}
     assert requests.put(url, data=photo, headers=ray_serve.auth(), timeout=60).status_code == 200
 
 

@@ -467,7 +467,7 @@ def test_the_serve_config_is_valid_for_ray_and_serves_the_repo_archives():
     from ray.serve.schema import ServeDeploySchema
 
     from rayserve import app
-    from rayserve.deploy import app_name
+    from rayserve.plan import ARGS, app_name
 
     ServeDeploySchema.model_validate(SERVE)  # Ray's own schema for `serve deploy` / serveConfigV2
     assert RAY_DOORS["import_path"] == "rayserve.app:doors" and RAY_DOORS["route_prefix"] == "/"
@@ -483,7 +483,7 @@ def test_the_serve_config_is_valid_for_ray_and_serves_the_repo_archives():
         assert each["name"] == app_name(model) and each["route_prefix"] == f"/predictions/{model}"
         assert each["import_path"] == "rayserve.app:model" and [d["name"] for d in each["deployments"]] == [model]
     for args in [RAY_DOORS["args"], *(each["args"] for each in RAY_APPS.values())]:
-        assert set(args) <= app._ARGS
+        assert set(args) <= ARGS
         # The image's copies of config.properties and the archives (deploy/Dockerfile).
         assert args["config"] == f"{IMAGE_HOME}/config.properties"
         assert args["model_store"] == f"{IMAGE_HOME}/{BASE['model_store']}"
@@ -518,7 +518,7 @@ def test_the_ray_ingress_reads_its_key_from_the_inference_token_secret():
 
 
 def test_the_ray_ingress_follows_a_kubelet_rotation_of_the_mounted_key(tmp_path):
-    from rayserve.ingress import Keys
+    from rayserve.gate import Keys
 
     # kubelet's layout for a Secret volume: the file is a link into ..data, itself a link that
     # is swapped atomically to a new timestamped folder when the Secret changes.

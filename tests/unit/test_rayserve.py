@@ -12,7 +12,7 @@ from starlette.requests import Request
 
 from rayserve import wire
 from rayserve.archive import Archive, ArchiveError, Properties, Settings, replica_limit
-from rayserve.ingress import Keys
+from rayserve.gate import Keys
 from rayserve.node import keep_loopback
 
 
@@ -158,6 +158,9 @@ def test_drivers_and_nodes_keep_a_loopback_address(monkeypatch):
         keep_loopback()
         assert services.resolve_ip_for_localhost("127.0.0.1") == "127.0.0.1"
         assert os.environ["RAY_AUTH_MODE"] == "token"
+        from ray._private.authentication.authentication_token_setup import AuthenticationTokenLoader
+
+        assert AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True)  # made the first time
     finally:
         services.resolve_ip_for_localhost = original
 
@@ -206,3 +209,102 @@ def test_the_state_keeps_the_started_node_across_tunings(tmp_path):
     assert deploy.load(state) == ({"config": "c"}, {"m": {"batch_size": 4}})
     deploy.save({"config": "c"}, {}, tmp_path / "joined.json")  # `start --address`: no node of its own
     assert deploy.started_node(tmp_path / "joined.json") is None
+
+
+#: TorchServe 0.12's bytes for a refused key, as a real one answered (`curl -H "Authorization: Bearer wrong"`).
+TORCHSERVE_INVALID_KEY = (b'{\n  "code": 400,\n  "type": "InvalidKeyException",\n  "message": "Token Authorization '
+                          b'failed. Token either incorrect, expired, or not provided correctly"\n}\n')
+
+
+def test_the_engines_own_answers_are_torchserves_bytes():
+    assert wire.invalid_key().body.encode() == TORCHSERVE_INVALID_KEY
+    assert wire.model_not_found("nope").body == ('{\n  "code": 404,\n  "type": "ModelNotFoundException",\n  '
+                                                 '"message": "Model not found: nope"\n}\n')
+    assert wire.healthy().body == '{\n  "status": "Healthy"\n}\n'
+    assert wire.too_large() == wire.Answer(413, "")  # TorchServe's 413 has no body
+    # Gson escapes HTML's characters, and leaves other non-ASCII as it is.
+    assert wire.torchserve_json({"m": "a=b 'c' <d> & é"}) == '{\n  "m": "a\\u003db \\u0027c\\u0027 \\u003cd\\u003e \\u0026 é"\n}\n'
+
+
+def test_a_relative_model_store_is_the_properties_folders_wherever_it_is_read(tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    (project / "model_store").mkdir(parents=True)
+    _mar(project / "model_store", "a", {})
+    (project / "config.properties").write_text("model_store=model_store\nload_models=all\n")
+    monkeypatch.chdir(tmp_path)  # elsewhere, as Serve's controller on the head is
+    read = Properties.read(project / "config.properties")
+    assert read.store == project / "model_store" and [a.name for a in read.archives()] == ["a"]
+    assert Properties.read(project / "config.properties", tmp_path / "other").store == tmp_path / "other"
+
+
+def test_the_extras_an_archive_needs_come_from_its_model_file(tmp_path, capsys):
+    from rayserve.plan import extras
+
+    store = tmp_path / "store"
+    store.mkdir()
+    _mar(store, "a", {})
+    (tmp_path / "config.properties").write_text(f"model_store={store}\nload_models=all\n")
+    assert extras({"config": str(tmp_path / "config.properties")}) == []
+    import zipfile
+
+    with zipfile.ZipFile(store / "d.mar", "w") as mar:
+        mar.writestr("MAR-INF/MANIFEST.json", json.dumps({"model": {"modelName": "d", "serializedFile": "d.onnx"}}))
+    assert extras({"config": str(tmp_path / "config.properties")}) == ["onnx"]
+    assert extras({"config": str(tmp_path / "config.properties"), "models": ["a"]}) == []
+    from rayserve import cli
+
+    assert cli.main(["extras", "--config", str(tmp_path / "config.properties")]) == 0  # what serve.sh installs
+    assert capsys.readouterr().out == "onnx\n"
+
+
+def _nodes(*cpus):
+    from rayserve.cluster import Node
+
+    return [Node(f"10.0.0.{i}", {"CPU": float(c), "memory": 1e9, f"node:10.0.0.{i}": 1.0}) for i, c in enumerate(cpus)]
+
+
+def test_the_node_joined_is_the_one_on_this_machine_whatever_its_address():
+    from rayserve.cluster import JoinError, Node, local_node
+
+    nodes = [Node("192.0.2.7", {}), Node("192.0.2.2", {}), Node("127.0.0.1", {})]
+    assert local_node("h:1", nodes, local={"127.0.0.1", "192.0.2.2"}) == "192.0.2.2"
+    with pytest.raises(JoinError, match=r"has no node on this machine \(its nodes: 192.0.2.7\): run video-ray on one "
+                                        r"of them \(the head\), or make this machine a node first: `ray start "
+                                        r"--address h:1`"):
+        local_node("h:1", nodes[:1], local={"127.0.0.1"})
+
+
+def test_replicas_that_no_node_holds_are_named_with_the_cpus_that_would_fit():
+    """The issue's cluster: a head without CPUs and two workers of 2; five archives of one replica."""
+    from rayserve.cluster import JoinError, check_room, unplaced
+    from rayserve.plan import Demand
+
+    five = [Demand(f"m{i}", 1, {"CPU": 1.0}) for i in range(5)] + [Demand("doors", 1, {})]
+    nodes = _nodes(0, 2, 2)
+    assert unplaced(five, nodes) == {"m4": 1}
+    with pytest.raises(JoinError) as refused:
+        check_room(five, nodes, replica_cpus=1.0)
+    assert str(refused.value) == (
+        "the replicas do not all fit on the cluster's nodes, no room for: m4 (1 of 1). They ask for m0 1 x 1 CPU, "
+        "m1 1 x 1 CPU, m2 1 x 1 CPU, m3 1 x 1 CPU, m4 1 x 1 CPU, doors 1 x nothing (5 CPU in all); the nodes have "
+        "10.0.0.0: 0 CPU, 10.0.0.1: 2 CPU, 10.0.0.2: 2 CPU. Fix: --replica-cpus 0.66 fits every replica (now 1); "
+        "add nodes, lower minWorkers, or serve fewer models (--models a,b)")
+    check_room([Demand(d.name, 1, {"CPU": 0.66} if d.resources else {}) for d in five], nodes, 0.66)
+    assert unplaced([Demand("m", 3, {"CPU": 1.5})], _nodes(2, 2)) == {"m": 1}  # one replica a node, never split
+
+
+def test_a_gpu_replica_on_a_cluster_without_gpus_says_so():
+    from rayserve.cluster import JoinError, check_room
+    from rayserve.plan import Demand
+
+    with pytest.raises(JoinError, match="deviceType: gpu holds a GPU and the nodes have 0"):
+        check_room([Demand("m", 1, {"CPU": 1.0, "GPU": 1.0})], _nodes(4), replica_cpus=1.0)
+
+
+def test_joining_nothing_says_so_at_once():
+    from rayserve.cluster import JoinError, nodes_at
+
+    with pytest.raises(JoinError, match=r"no Ray cluster answers at 127.0.0.1:1 .*leave out --address"):
+        nodes_at("127.0.0.1:1")
+    with pytest.raises(JoinError, match="is not HOST:PORT"):
+        nodes_at("ray-head")
