@@ -22,6 +22,9 @@ class Resize(enum.Enum):
 
     PAD = "pad"  # keep each frame's resolution; pad to its slot (the size rounded up to size_divisor)
     LETTERBOX = "letterbox"  # fixed-input engines: aspect-preserving resize + pad to `input_size`
+    # Ultralytics' minimum rectangle (`predict` on a dynamic export): the letterbox's resize into
+    # `input_size`, padded only up to a multiple of `size_divisor` (each frame size its own slot).
+    RECT = "rect"
 
 
 class LetterboxPad(enum.Enum):
@@ -311,6 +314,11 @@ class HandlerConfig:
         return dataclasses.replace(self, decode_threads=host_cpus() if cuda else min(2, host_cpus()))
 
     @property
+    def letterboxed(self) -> bool:
+        """Frames are resized into `input_size` (`letterbox`, `rect`), not kept at their resolution."""
+        return self.resize is not Resize.PAD
+
+    @property
     def max_chunk(self) -> int:
         """Most frames one forward may take."""
         return self.static_batch or self.model_max_batch
@@ -331,6 +339,8 @@ class HandlerConfig:
         values = {key: value for key, value in values.items() if value is not _DEFAULT}
         if values.get("static_batch") is not None:
             values.setdefault("model_max_batch", values["static_batch"])  # unset: the engine's batch
+        if values.get("task") is Task.CLASSIFICATION:  # a global pool would average the padding in
+            values.setdefault("size_divisor", 1)
         config = cls(**values)
         config._check()
         return config
@@ -342,10 +352,15 @@ class HandlerConfig:
                 f"{self.static_batch}: a fixed-batch engine takes exactly static_batch frames; "
                 "drop model_max_batch or set it to static_batch"
             )
-        if (self.resize is Resize.LETTERBOX) != (self.input_size is not None):
+        if self.letterboxed != (self.input_size is not None):
             raise ConfigError(
-                "handler.resize = letterbox needs handler.input_size = [height, width] "
-                "(the engine's fixed input), and input_size is only used with letterbox"
+                "handler.resize = letterbox (or rect) needs handler.input_size = [height, width] "
+                "(the engine's fixed input, or rect's fit), and input_size is only used with them"
+            )
+        if self.resize is Resize.RECT and self.input_size and any(side % self.size_divisor for side in self.input_size):
+            raise ConfigError(
+                f"handler.input_size = {list(self.input_size)} is not a multiple of size_divisor = "
+                f"{self.size_divisor} (rect's stride): use {[-(-side // self.size_divisor) * self.size_divisor for side in self.input_size]}"
             )
         self._check_task()
         if self.max_batch_pixels < self.max_clip_pixels:
@@ -364,7 +379,7 @@ class HandlerConfig:
         if self.task is not Task.DETECTION and self.format is not DetectionFormat.AUTO:
             raise ConfigError(f"handler.format = {self.format.value} is a detector's output format, "
                               f"but handler.task = {self.task.value}: set task: detection or drop format")
-        if self.format is DetectionFormat.TORCHVISION and self.resize is Resize.LETTERBOX:
+        if self.format is DetectionFormat.TORCHVISION and self.letterboxed:
             raise ConfigError(TORCHVISION_LETTERBOX)
         if self.task is Task.RAW and self.labels is not None:
             raise ConfigError("handler.labels is for task: detection, classification or segmentation; "

@@ -15,13 +15,14 @@ from typing import Any
 
 import torch
 
+from handler import ultralytics
 from handler.clip import Outcome
 from handler.config import HandlerConfig
 from handler.device import bind
 from handler.doors import route
 from handler.doors.wire import Response
 from handler.errors import CannotLoad, FrameError, InternalError, ModelNotLoaded
-from handler.loading import load_model
+from handler.loading import Loaded, load_model
 from handler.metrics import BatchStats
 from handler.pipeline import Pipeline, intra_op_threads
 from handler.tasks.labels import from_names, read_labels
@@ -84,8 +85,7 @@ def load(model_dir: str, manifest: Mapping[str, Any], yaml_config: Mapping[str, 
         logger.error("the model cannot load: %s. Every request is answered 500 ModelNotLoaded "
                      "until this is fixed", err)
         return Served(config, device, None, ModelNotLoaded(str(err)))
-    if loaded.graph is not None:  # an ONNX graph decides its batch, size and output names
-        config = HandlerConfig.from_mapping(loaded.graph.settings((yaml_config or {}).get("handler")))
+    config = _settings(loaded, (yaml_config or {}).get("handler")) or config
     labels = read_labels(os.path.join(model_dir, config.labels)) if config.labels \
         else from_names(loaded.metadata.get("names"))
     pipeline = Pipeline(loaded.model, config, device, labels=labels, metadata=loaded.metadata)
@@ -93,6 +93,17 @@ def load(model_dir: str, manifest: Mapping[str, Any], yaml_config: Mapping[str, 
     logger.info(describe_decoder(config, device))
     logger.info("video handler ready on %s with %s", device, config)
     return Served(config, device, pipeline)
+
+
+def _settings(loaded: Loaded, section: Mapping[str, Any] | None) -> HandlerConfig | None:
+    """The settings the model file decides beside the `handler:` section: an ONNX graph's batch,
+    size and outputs, an Ultralytics export's `predict` (a TorchScript one is fixed at its
+    `imgsz`); None when it decides nothing."""
+    if loaded.graph is not None:
+        return HandlerConfig.from_mapping(loaded.graph.settings(section, loaded.metadata))
+    if loaded.metadata:
+        return HandlerConfig.from_mapping(ultralytics.defaults(section, loaded.metadata, fixed=False, dynamic=False))
+    return None
 
 
 def handle(served: Served, items: Sequence[Item], model: str) -> tuple[list[Response], BatchStats]:

@@ -158,7 +158,7 @@ def _decode_jpeg(body: bytes | bytearray, config: HandlerConfig) -> tuple[np.nda
         letterbox engine whose input is at most half the frame (not with `resize_antialias:
         false`, which resizes the whole frame as OpenCV does).
     """
-    shrink = config.resize is Resize.LETTERBOX and config.resize_antialias
+    shrink = config.letterboxed and config.resize_antialias
     input_size = config.input_size if shrink else None
 
     def target(height: int, width: int) -> tuple[int, int]:

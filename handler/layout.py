@@ -8,7 +8,8 @@ all ask it, so their numbers cannot drift apart.
   rounded up to `size_divisor`.
 - `LetterboxLayout`: each frame is resized on the host, in uint8, to fit the engine's
   `input_size` keeping its aspect (the JPEG decoder already shrinks it in the DCT domain where it
-  can); every chunk's slot is `input_size`, and dense outputs are resized back to the frame.
+  can); every chunk's slot is `input_size` (`rect`: the resized size rounded up to `size_divisor`),
+  and dense outputs are resized back to the frame.
 
 With a `static_batch`, every chunk allocates exactly that many rows whatever its frame count.
 """
@@ -43,6 +44,9 @@ class Placement:
         original: each frame's own (h, w), as sent.
         offsets: each frame's (top, left) corner in its slot; None: all at (0, 0).
         scales: each frame's scale from its own pixels to the slot's (1.0 when not resized).
+        back: each frame's (top, left) as the inverse takes it off; None: `offsets`. Ultralytics'
+            `scale_boxes` computes it again from the unrounded scaled size, which can differ by a
+            pixel from where its letterbox put the frame: its answers are undone its way.
     """
 
     slot: Size
@@ -51,6 +55,7 @@ class Placement:
     original: tuple[Size, ...]
     offsets: tuple[Size, ...] | None = None
     scales: tuple[float, ...] | None = None
+    back: tuple[Size, ...] | None = None
 
     def offset(self, i: int) -> Size:
         """Frame i's (top, left) corner in its slot."""
@@ -62,7 +67,7 @@ class Placement:
         frame's own pixels, clipped to `[0, width] x [0, height]`."""
         rows = []
         for i, (h, w) in enumerate(self.original):
-            top, left = self.offset(i)
+            top, left = self.offset(i) if self.back is None else self.back[i]
             rows.append((left, top, 1.0 if self.scales is None else self.scales[i], w, h, 0.0))
         return torch.tensor(rows, dtype=torch.float32).reshape(len(rows), 6)
 
@@ -225,29 +230,36 @@ class PadLayout(Layout):
 
 
 class LetterboxLayout(Layout):
-    """Frames are resized (uint8, on the host) to fit `input_size`; every slot is `input_size`.
+    """Frames are resized (uint8, on the host) to fit `input_size`; every slot is `input_size`, or
+    with a `stride` the frame's fitted size rounded up to it (Ultralytics' minimum rectangle).
 
     With `center`, a frame sits in the middle of its slot as Ultralytics places it: the left
-    border is `round((W - w) / 2 - 0.1)`, the top likewise.
+    border is `round((W - w) / 2 - 0.1)`, the top likewise; boxes come back as its `scale_boxes`
+    takes them back (`Placement.back`).
     """
 
     def __init__(self, input_size: Size, static_batch: int | None = None, center: bool = False,
-                 antialias: bool = True) -> None:
+                 antialias: bool = True, stride: int | None = None) -> None:
         super().__init__(static_batch)
         self.input_size = input_size
         self.center = center
         self.antialias = antialias
+        self.stride = stride
 
     def place(self, slot: Size, original: Sequence[Size]) -> Placement:
         sizes = tuple(self.fitted(h, w) for h, w in original)
-        offsets = None
+        scales = tuple(min(slot[0] / h, slot[1] / w) for h, w in original)
+        offsets = back = None
         if self.center:
             offsets = tuple((round((slot[0] - h) / 2 - 0.1), round((slot[1] - w) / 2 - 0.1)) for h, w in sizes)
-        scales = tuple(min(slot[0] / h, slot[1] / w) for h, w in original)
-        return Placement(slot, self.rows(len(original)), sizes, tuple(original), offsets, scales)
+            back = tuple((round((slot[0] - h * r) / 2 - 0.1), round((slot[1] - w * r) / 2 - 0.1))
+                         for (h, w), r in zip(original, scales))
+        return Placement(slot, self.rows(len(original)), sizes, tuple(original), offsets, scales, back)
 
     def slot(self, height: int, width: int) -> Size:
-        return self.input_size
+        if self.stride is None:
+            return self.input_size
+        return round_up(*self.fitted(height, width), self.stride)
 
     def fitted(self, height: int, width: int) -> Size:
         return letterbox_size(height, width, self.input_size)
@@ -263,24 +275,67 @@ class LetterboxLayout(Layout):
 
 def layout_for(config: HandlerConfig) -> Layout:
     """The layout the config asks for; chosen once, at `initialize`."""
-    if config.resize is Resize.LETTERBOX:
+    if config.letterboxed:
         assert config.input_size is not None  # HandlerConfig checks this
-        return LetterboxLayout(config.input_size, config.static_batch,
-                               config.letterbox_pad is LetterboxPad.CENTER, config.resize_antialias)
+        return LetterboxLayout(config.input_size, config.static_batch, config.letterbox_pad is LetterboxPad.CENTER,
+                               config.resize_antialias, config.size_divisor if config.resize is Resize.RECT else None)
     return PadLayout(config.size_divisor, config.static_batch)
 
 
 def resize_uint8(frame: np.ndarray, size: Size, antialias: bool = True) -> np.ndarray:
-    """`[h, w, 3]` uint8 -> `[H, W, 3]` uint8, bilinear (with antialiasing unless told not to, as
-    OpenCV's INTER_LINEAR, which Ultralytics uses), without going to float.
-
-    torch's CPU kernel for uint8 channels-last input is vectorised and rounds back to uint8.
-    """
+    """`[h, w, 3]` uint8 -> `[H, W, 3]` uint8, bilinear, without going to float: with antialiasing
+    (torch's vectorised uint8 kernel), or without it exactly as OpenCV's `INTER_LINEAR` does it, bit
+    for bit (`resize_like_opencv`: Ultralytics' letterbox resizes with it)."""
+    if not antialias:
+        return resize_like_opencv(frame, size)
     if not frame.flags.writeable:  # a view of a `bytes` body; torch wants writable memory
         frame = frame.copy()
     source = torch.from_numpy(np.ascontiguousarray(frame)).permute(2, 0, 1)[None]
-    out = F.interpolate(source, size=size, mode="bilinear", antialias=antialias, align_corners=False)
+    out = F.interpolate(source, size=size, mode="bilinear", antialias=True, align_corners=False)
     return out[0].permute(1, 2, 0).contiguous().numpy()
+
+
+def resize_like_opencv(frame: np.ndarray, size: Size) -> np.ndarray:
+    """`cv2.resize(frame, (W, H), interpolation=cv2.INTER_LINEAR)` for uint8, bit for bit, in torch.
+
+    OpenCV's fixed point: 11-bit weights rounded from float32 (columns clamped at the borders, rows
+    not), a horizontal pass kept in int32, then its vectorised vertical pass, which drops 4 bits of
+    each row before the 16-bit multiply and rounds once at the end. torch's own bilinear differs from
+    it by one level in a fifth to a third of the pixels, enough to move a detector's boxes.
+    """
+    (h, w), (height, width) = frame.shape[:2], size
+    if (h, w) == (height, width):
+        return frame
+    if not frame.flags.writeable:
+        frame = frame.copy()
+    x0, x1, a0, a1 = _opencv_weights(w, width, clamp=True)
+    y0, y1, b0, b1 = _opencv_weights(h, height, clamp=False)
+    source = torch.from_numpy(np.ascontiguousarray(frame))
+
+    def across(rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:  # `[H, w, 3]` -> `[H, W, 3]` int32
+        picked = source.index_select(0, rows)
+        out = picked.index_select(1, x0).to(torch.int32).mul_(a0[:, None])
+        out.add_(picked.index_select(1, x1).to(torch.int32).mul_(a1[:, None])).bitwise_right_shift_(4)
+        return out.mul_(weight[:, None, None]).bitwise_right_shift_(16)
+
+    out = across(y0, b0).add_(across(y1, b1)).add_(2).bitwise_right_shift_(2)
+    return out.clamp_(0, 255).to(torch.uint8).numpy()
+
+
+def _opencv_weights(source: int, target: int, clamp: bool) -> tuple[torch.Tensor, ...]:
+    """Per target pixel: its two source pixels and their 11-bit weights, as OpenCV computes them."""
+    scale = 1.0 / (target / source)  # OpenCV's double scale_x = 1 / inv_scale_x
+    f = ((torch.arange(target, dtype=torch.float64) + 0.5) * scale - 0.5).to(torch.float32)
+    first = torch.floor(f).to(torch.int64)
+    f = f - first.to(torch.float32)
+    if clamp:  # a column outside the frame takes the border's pixel whole
+        outside = (first < 0) | (first >= source - 1)
+        f = torch.where(outside, torch.zeros_like(f), f)
+        first = first.clamp(0, source - 1)
+    second = (first + 1).clamp(0, source - 1)
+    first = first.clamp(0, source - 1)
+    weights = [torch.round(v * 2048).to(torch.int32) for v in (1 - f, f)]  # cvRound: half to even
+    return first, second, *weights
 
 
 def _json_safe(value: Value, finite: bool) -> Value:

@@ -2,8 +2,9 @@
 
 The graph says what it takes (DESIGN section 14's note on ONNX): its one input's batch (a number,
 or symbolic), spatial size, dtype and layout become the handler's `static_batch`, letterbox
-`input_size` and conversion (`Graph.settings`); Ultralytics' `metadata_props` (`names`, `imgsz`,
-`stride`, `task`, `kpt_shape`) are read as a TorchScript file's `config.txt` is.
+`input_size`, padding and conversion (`Graph.settings`); Ultralytics' `metadata_props` (`names`,
+`imgsz`, `stride`, `task`, `kpt_shape`) are read as a TorchScript file's `config.txt` is, and
+serve the export as its `predict` would (`handler.ultralytics`).
 
 On the CPU the chunk's float32 tensor is handed to ONNX Runtime as a view (its buffer, no copy),
 and the outputs come back as tensors over ONNX Runtime's buffers. On CUDA the input and outputs
@@ -22,6 +23,7 @@ from typing import Any
 import torch
 import torch.utils.dlpack
 
+from handler import ultralytics
 from handler.errors import CannotLoad, ConfigError
 
 logger = logging.getLogger(__name__)
@@ -56,13 +58,17 @@ class Graph:
     def describe(self) -> str:
         return f"input {self.input!r} {list(self.shape)} {str(self.dtype).removeprefix('torch.')}"
 
-    def settings(self, handler: Mapping[str, Any] | None) -> dict[str, Any]:
-        """The `handler:` section with what the graph decides filled in.
+    def settings(self, handler: Mapping[str, Any] | None, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The `handler:` section with what the graph decides filled in: its batch, its fixed size
+        (a letterbox) or, for any size, no padding (`size_divisor: 1`: a padded frame would not be
+        the frame the graph's own framework answers for); an Ultralytics export's `metadata` adds
+        what its `predict` does (`handler.ultralytics`).
 
         Raises:
             ConfigError: a setting that contradicts the graph, naming both.
         """
-        values = dict(handler or {})
+        values = ultralytics.defaults(handler, metadata, fixed=self.size is not None,
+                                      dynamic=self.batch is None and self.size is None)
 
         def refuse(key: str, why: str) -> ConfigError:
             return ConfigError(f"handler.{key} = {values[key]!r} contradicts the ONNX graph's "
@@ -82,6 +88,8 @@ class Graph:
             if values.get("input_size") not in (None, list(self.size), tuple(self.size)):
                 raise refuse("input_size", f"its input is {list(self.size)}; drop input_size")
             values["resize"], values["input_size"] = "letterbox", list(self.size)
+        elif values.get("resize", "pad") == "pad":
+            values.setdefault("size_divisor", 1)
         if self.dtype == torch.uint8 and values.get("normalize") is not None:
             raise refuse("normalize", "it takes uint8 pixels and normalises them itself; drop normalize")
         if values.get("output_names") is None:
@@ -194,7 +202,7 @@ def settings_for(path: str, handler: Mapping[str, Any] | None) -> Mapping[str, A
         session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     except Exception as err:
         raise CannotLoad(f"ONNX Runtime {ort.__version__} cannot run {os.path.basename(path)} ({err})") from None
-    return read_graph(session).settings(handler)
+    return read_graph(session).settings(handler, metadata(session))
 
 
 def load(path: str, device: torch.device, threads: int) -> tuple[OnnxModel, dict[str, Any]]:

@@ -189,3 +189,61 @@ class YoloSeg(nn.Module):
             for k in range(3):
                 coefficients[:, c, c + 3 * k] = 1.0
         return torch.cat([pred, coefficients], dim=1), protos
+
+
+class TinyYolo(nn.Module):
+    """A YOLO-layout detector with fixed random weights (seed 0) rather than planted answers: three
+    strides (8, 16, 32), `[N, 4 + 3, A]` rows of centre x, y, w, h in input pixels and sigmoid class
+    scores (each class's logits scaled to spread about -4.5, so that a photograph has tens to hundreds of
+    anchors above 0.25). Every box depends on every pixel near it, so a resize one level off, or a
+    border of padding, moves its boxes: what an exactness test needs."""
+
+    def __init__(self, classes: int = 3) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1), nn.SiLU(), nn.Conv2d(8, 16, 3, 2, 1), nn.SiLU(),
+                                  nn.Conv2d(16, 16, 3, 2, 1), nn.SiLU())
+        self.down = nn.ModuleList([nn.Sequential(nn.Conv2d(16, 16, 3, 2, 1), nn.SiLU()) for _ in range(2)])
+        self.heads = nn.ModuleList([nn.Conv2d(16, 4 + classes, 1) for _ in range(3)])
+        ramp = torch.linspace(0, 1, 256)
+        probe = torch.stack([ramp[None, :].expand(256, 256), ramp[:, None].expand(256, 256),
+                             (ramp[None, :] * ramp[:, None]).sqrt()])[None]
+        with torch.no_grad():
+            logits = [out[:, 4:] for out in self._levels(probe)]
+        self.register_buffer("mean", torch.stack([t.mean(dim=(0, 2, 3)) for t in logits]))
+        self.register_buffer("std", torch.stack([t.std(dim=(0, 2, 3)) for t in logits]))
+
+    def _levels(self, x: Tensor) -> List[Tensor]:
+        features = [self.stem(x)]
+        for down in self.down:
+            features.append(down(features[-1]))
+        return [head(feature) for feature, head in zip(features, self.heads)]
+
+    def forward(self, x: Tensor) -> Tensor:
+        rows: List[Tensor] = []
+        for level, out in enumerate(self._levels(x)):
+            stride = 8 * 2 ** level
+            n, _, h, w = out.shape
+            ys = torch.arange(h, dtype=x.dtype, device=x.device)[:, None].expand(h, w) + 0.5
+            xs = torch.arange(w, dtype=x.dtype, device=x.device)[None, :].expand(h, w) + 0.5
+            ltrb = nn.functional.softplus(out[:, :4]) * 2
+            cx = (xs + (ltrb[:, 2] - ltrb[:, 0]) / 2) * stride
+            cy = (ys + (ltrb[:, 3] - ltrb[:, 1]) / 2) * stride
+            wh = (ltrb[:, 0:2] + ltrb[:, 2:4]) * stride
+            logits = (out[:, 4:] - self.mean[level][:, None, None]) / self.std[level][:, None, None] * 1.5 - 4.5
+            rows.append(torch.cat([cx[:, None], cy[:, None], wh, logits.sigmoid()], dim=1).reshape(n, -1, h * w))
+        return torch.cat(rows, dim=2)
+
+
+class PooledClassifier(nn.Module):
+    """A classifier as modern ones end: convolutions, a global average pool, a linear layer (fixed
+    random weights, seed 0). Padding a frame averages the padding into every logit."""
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.body = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1), nn.ReLU(), nn.Conv2d(8, 16, 3, 2, 1), nn.ReLU(),
+                                  nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, classes))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.body(x)

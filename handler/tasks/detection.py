@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from handler.clip import FrameResult
-from handler.config import TORCHVISION_LETTERBOX, DetectionFormat, HandlerConfig, Resize
+from handler.config import TORCHVISION_LETTERBOX, DetectionFormat, HandlerConfig
 from handler.errors import ConfigError
 from handler.layout import Layout, Placement
 from handler.outputs import NON_FINITE, Gathered, pack
@@ -163,7 +163,7 @@ class DetectionHead:
                     raise refused from None
                 raise
         self.format = format_of(raw)
-        if self.format is DetectionFormat.TORCHVISION and self._config.resize is Resize.LETTERBOX:
+        if self.format is DetectionFormat.TORCHVISION and self._config.letterboxed:
             raise ConfigError(TORCHVISION_LETTERBOX)
         logger.info("detector format: %s (format: auto; outputs %s)", self.format.value, describe(raw))
         return raw

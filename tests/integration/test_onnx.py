@@ -17,6 +17,7 @@ import torch
 from onnx import TensorProto, helper
 
 from handler import engine
+from handler.config import Resize
 from handler.errors import ConfigError
 from tests import planted, support
 from tests.onnx_export import export
@@ -58,8 +59,9 @@ def test_the_graph_decides_the_chunks_and_the_letterbox_and_a_burst_of_32_mixed_
     export(planted.Yolo(), tmp_path / "yolo.onnx", batch, size, metadata=ULTRALYTICS)
     served = _load(tmp_path, "yolo.onnx", {"task": "detection", "letterbox_pad": "center", "pad_value": 114, **SCALE})
     config = served.config
-    assert (config.static_batch, config.input_size) == (batch, size)
-    assert config.model_max_batch == (batch or 16)
+    # A dynamic export is letterboxed as predict does it: into its imgsz, borders up to its stride.
+    assert (config.static_batch, config.input_size) == (batch, size or (640, 640))
+    assert config.resize is (Resize.RECT if batch is None else Resize.LETTERBOX) and config.model_max_batch == (batch or 16)
     frames = [SCENES[i % 4][0] for i in range(32)]
     answers, stats = _serve(served, frames)
     for i, (status, answer) in enumerate(answers):
@@ -69,10 +71,9 @@ def test_the_graph_decides_the_chunks_and_the_letterbox_and_a_burst_of_32_mixed_
         assert stats.chunks == 32
     elif batch == 16:
         assert stats.chunks == 2 and stats.tensor_pixels == 32 * 640 * 640
-    else:  # one chunk per size, each frame padded to its size's slot: no letterbox
+    else:  # one chunk per size, each in its minimum rectangle: 480x640, 320x640, 384x640 (720p at 1/2), 640x480
         assert stats.chunks == 4
-        own = sum(f.shape[0] * f.shape[1] for f in frames)
-        assert own < stats.tensor_pixels == own + stats.padded_pixels < 32 * 640 * 640
+        assert stats.tensor_pixels == 8 * (480 * 640 + 320 * 640 + 384 * 640 + 640 * 480)
 
 
 def test_a_fixed_batch_graph_answers_as_onnx_runtime_on_each_frame_alone(tmp_path):
@@ -113,8 +114,9 @@ def _efficient_nms(tmp_path):
 
 
 TASKS = {
+    # An export at imgsz 128x192, the frame's own size: predict's letterbox leaves it as it is.
     "yolo pose": (lambda p: export(planted.Yolo(pose=True), p / "m.onnx", None, None,
-                                   metadata={**ULTRALYTICS, "task": "pose", "kpt_shape": [2, 3]}),
+                                   metadata={**ULTRALYTICS, "task": "pose", "kpt_shape": [2, 3], "imgsz": [128, 192]}),
                   {"task": "detection"}),
     "end2end": (lambda p: export(planted.End2End(), p / "m.onnx", None, None), {"task": "detection"}),
     "efficient_nms": (_efficient_nms, {"task": "detection"}),
@@ -274,15 +276,20 @@ class _ChannelsLast(torch.nn.Module):
         return planted.Classifier()(x.permute(0, 3, 1, 2))
 
 
-def _ultralytics(frame, session, size=640, conf=0.25, iou=0.7):
+def _ultralytics(frame, session, size=640, conf=0.25, iou=0.7, stride=None):
     """Ultralytics' predict path for a YOLO raw export, written out step by step (its package is
     AGPL: never a dependency): `LetterBox` (centred, 114, `cv2.INTER_LINEAR`, the `- 0.1`
-    rounding of the borders), / 255, the graph, `non_max_suppression` (best class per anchor,
-    class offsets of 7680, greedy NMS) and `scale_boxes` (the same rounding, then clipped)."""
+    rounding of the borders; with a `stride`, as for a dynamic export, the borders only up to a
+    multiple of it), / 255, the graph, `non_max_suppression` (best class per anchor, class offsets
+    of 7680, greedy NMS) and `scale_boxes` (gain and borders again from the letterboxed shape,
+    the same rounding, then clipped)."""
     h, w = frame.shape[:2]
     r = min(size / h, size / w)
     new_w, new_h = int(round(w * r)), int(round(h * r))
-    dw, dh = (size - new_w) / 2, (size - new_h) / 2
+    dw, dh = size - new_w, size - new_h
+    if stride:
+        dw, dh = dw % stride, dh % stride
+    dw, dh = dw / 2, dh / 2
     img = cv2.resize(frame, (new_w, new_h), interpolation=cv2.INTER_LINEAR) if (w, h) != (new_w, new_h) else frame
     top, bottom, left, right = int(round(dh - 0.1)), int(round(dh + 0.1)), int(round(dw - 0.1)), int(round(dw + 0.1))
     img = cv2.copyMakeBorder(img, top, bottom, left, right, cv2.BORDER_CONSTANT, value=(114, 114, 114))
@@ -295,23 +302,25 @@ def _ultralytics(frame, session, size=640, conf=0.25, iou=0.7):
     rows, scores, classes = rows[keep], scores[keep], classes[keep]
     boxes = np.concatenate([rows[:, :2] - rows[:, 2:4] / 2, rows[:, :2] + rows[:, 2:4] / 2], 1)
     shifted = boxes + classes[:, None] * 7680.0
-    order, kept = list(np.argsort(-scores, kind="stable")), []
-    while order:
-        i = order.pop(0)
+    area = (shifted[:, 2] - shifted[:, 0]) * (shifted[:, 3] - shifted[:, 1])
+    order, kept = np.argsort(-scores, kind="stable"), []
+    while order.size:
+        i, order = order[0], order[1:]
         kept.append(i)
-        x1 = np.maximum(shifted[i, 0], shifted[order, 0])
-        y1 = np.maximum(shifted[i, 1], shifted[order, 1])
-        x2 = np.minimum(shifted[i, 2], shifted[order, 2])
-        y2 = np.minimum(shifted[i, 3], shifted[order, 3])
+        x1, y1 = np.maximum(shifted[i, 0], shifted[order, 0]), np.maximum(shifted[i, 1], shifted[order, 1])
+        x2, y2 = np.minimum(shifted[i, 2], shifted[order, 2]), np.minimum(shifted[i, 3], shifted[order, 3])
         inter = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
-        area = lambda b: (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])  # noqa: E731
-        order = [j for j, o in zip(order, inter / (area(shifted[i]) + area(shifted[order]) - inter)) if o <= iou]
-    gain = min(size / h, size / w)
-    pad_x, pad_y = round((size - w * gain) / 2 - 0.1), round((size - h * gain) / 2 - 0.1)
-    found = (boxes[kept] - [pad_x, pad_y, pad_x, pad_y]) / gain
-    found = np.clip(found, 0, [w, h, w, h])
+        order = order[inter / (area[i] + area[order] - inter) <= iou]
+    shape = img.shape[:2]
+    gain = min(shape[0] / h, shape[1] / w)
+    pad_x, pad_y = round((shape[1] - w * gain) / 2 - 0.1), round((shape[0] - h * gain) / 2 - 0.1)
+    # In float32, as its torch tensors are.
+    found = (boxes[kept[:300]] - np.float32([pad_x, pad_y, pad_x, pad_y])) / np.float32(gain)
+    found = np.clip(found, 0, np.float32([w, h, w, h]))
+    # The one difference: a box wholly in the letterbox's border is empty once clipped to the frame;
+    # predict keeps it, the handler drops it (docs/models.md).
     return [(int(classes[i]), [round(float(v), 2) for v in box], round(float(scores[i]), 5))
-            for i, box in zip(kept, found)]
+            for i, box in zip(kept, found) if box[2] > box[0] and box[3] > box[1]]
 
 
 @pytest.mark.parametrize("batch", [1, 16])
@@ -329,3 +338,77 @@ def test_a_yolo_export_answers_what_ultralytics_letterbox_nms_and_scaling_give(t
         assert status == 200
         own = [(d["class_id"], d["box"], d["score"]) for d in answer["frames"][0]["detections"]]
         assert own == _ultralytics(frames[i % 4], session)
+
+
+#: Frames of real photographs at the sizes cameras send and at odd ones: 1080p and 720p (a
+#: 640x384 and 640x360 rectangle for a dynamic export), 481 and 301 rows (borders that round), a
+#: portrait, one already 640x640, one larger in both sides, one small (scaled up).
+PHOTO_SIZES = [(1080, 1920), (720, 1280), (481, 640), (301, 451), (1000, 750), (640, 640), (333, 500), (97, 130)]
+
+
+def _detections(answer):
+    return [(d["class_id"], d["box"], d["score"]) for d in answer["frames"][0]["detections"]]
+
+
+@pytest.mark.parametrize("batch", [1, None], ids=["fixed 640x640, batch 1", "dynamic"])
+def test_an_ultralytics_export_answers_box_for_box_what_its_predict_answers_with_no_setting(tmp_path, batch):
+    """No `handler:` setting at all: the export's metadata says what predict does. Each frame twice
+    in one burst (frames of a size batched together), every box and score equal to predict's."""
+    size = (640, 640) if batch else None
+    export(planted.TinyYolo(), tmp_path / "yolo.onnx", batch, size, metadata=ULTRALYTICS)
+    served = _load(tmp_path, "yolo.onnx", {})
+    frames = [support.frame(h, w, seed) for seed, (h, w) in enumerate(PHOTO_SIZES)]
+    answers, stats = _serve(served, frames * 2)
+    session = ort.InferenceSession(str(tmp_path / "yolo.onnx"))
+    found = 0
+    for i, (status, answer) in enumerate(answers):
+        assert status == 200, answer
+        expected = _ultralytics(frames[i % len(frames)], session, stride=None if batch else 32)
+        assert _detections(answer) == expected, PHOTO_SIZES[i % len(frames)]
+        found += len(expected)
+    assert found > 200  # boxes enough that a pixel off anywhere would show
+    if batch is None:  # 1080p at 384x640, not padded to 1088x1920: a chunk per rectangle (1080p and 720p
+        # share 384x640, 301x451 and 333x500 share 448x640), each frame seen at its own cost
+        assert stats.chunks == 6 and stats.tensor_pixels == 2 * 640 * (384 * 2 + 512 + 448 * 2 + 480 * 2 + 640)
+
+
+def _logits(session, frame):
+    [out] = session.run(None, {"images": (frame.transpose(2, 0, 1)[None] / 255).astype(np.float32)})
+    return out[0].tolist()
+
+
+#: 20 frame sizes whose sides are not multiples of 32, and 4 that are.
+ODD_SIZES = [(h, w) for h in (101, 250, 333, 459, 721) for w in (130, 301, 500, 600)]
+EVEN_SIZES = [(96, 128), (320, 480), (480, 640), (128, 128)]
+
+
+def test_a_classifier_with_a_global_pool_answers_what_onnx_runtime_answers_on_each_frame_alone(tmp_path):
+    """A dynamic graph ending in a global average pool, served with the defaults: no frame is padded
+    (`size_divisor: 1`), so every logit equals ONNX Runtime's on the frame alone, batch-mates and
+    all; `size_divisor: 32`, the trade of exactness for batching, changes the padded ones."""
+    export(planted.PooledClassifier(), tmp_path / "cls.onnx", None, None, output_names=["logits"])
+    session = ort.InferenceSession(str(tmp_path / "cls.onnx"))
+    frames = [support.frame(h, w, seed) for seed, (h, w) in enumerate(ODD_SIZES + EVEN_SIZES)]
+    served = _load(tmp_path, "cls.onnx", SCALE)
+    assert served.config.size_divisor == 1
+    answers, _ = _serve(served, frames * 2)
+    for i, (status, answer) in enumerate(answers):
+        assert status == 200, answer
+        assert answer["frames"][0]["outputs"]["logits"] == _logits(session, frames[i % len(frames)])
+    padded, _ = _serve(_load(tmp_path, "cls.onnx", {**SCALE, "size_divisor": 32}), frames)
+    moved = [a["frames"][0]["outputs"]["logits"] != _logits(session, f) for (_, a), f in zip(padded, frames)]
+    assert moved == [True] * len(ODD_SIZES) + [False] * len(EVEN_SIZES)
+
+
+def test_a_classification_task_defaults_to_no_padding_whatever_the_format(tmp_path):
+    """TorchScript too: `task: classification` leaves each frame at its own size by default."""
+    planted.script(planted.PooledClassifier()).save(str(tmp_path / "cls.pt"))
+    served = _load(tmp_path, "cls.pt", {"task": "classification", **SCALE})
+    assert served.config.size_divisor == 1
+    frames = [support.frame(h, w, seed) for seed, (h, w) in enumerate(ODD_SIZES[:6])]
+    model = torch.jit.load(str(tmp_path / "cls.pt"))
+    for frame, (_, answer) in zip(frames, _serve(served, frames * 2)[0]):
+        x = torch.from_numpy(frame.copy()).permute(2, 0, 1)[None].float() / 255
+        top = model(x).softmax(dim=1)[0].topk(5)
+        assert [c["class_id"] for c in answer["frames"][0]["classes"]] == top.indices.tolist()
+        assert [c["score"] for c in answer["frames"][0]["classes"]] == pytest.approx(top.values.tolist(), rel=1e-5)

@@ -168,11 +168,14 @@ def test_a_box_past_the_letterbox_edge_by_a_fraction_survives_and_one_in_the_pad
 
     got = answers(torch.jit.script(Edges()), {"resize": "letterbox", "input_size": [320, 320],
                                                "letterbox_pad": "center"}, [planted.scene(333, 1000, {})])[0]
-    top = round((320 - 107) / 2 - 0.1)
     r = 0.32
-    assert boxes(got) == [("red", [round((160 - 50) / r, 2), round((160 - 53.9 - top) / r, 2),
+    # Taken back as Ultralytics' scale_boxes does: the border from the unrounded 106.56 rows (107),
+    # not the 106 rows the letterbox put above the frame's 107.
+    top = round((320 - 333 * r) / 2 - 0.1)
+    assert (top, round((320 - 107) / 2 - 0.1)) == (107, 106)
+    assert boxes(got) == [("red", [round((160 - 50) / r, 2), max(0.0, round((160 - 53.9 - top) / r, 2)),
                                    round((160 + 50) / r, 2), 333.0], 0.9)]
-    assert (160 + 53.9 - top) / r > 333 and (320 * 1000 / 1000 - 0) > 0  # it did cross the frame's edge
+    assert (160 + 53.9 - top) / r > 333  # it did cross the frame's edge
 
 
 def test_classification_top_k_with_softmax_sigmoid_and_labels():

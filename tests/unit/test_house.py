@@ -29,7 +29,7 @@ FLOORS = [
     ("decoding", ["handler.frames", "handler.jpeg", "handler.video", "handler.colour", "handler.probe_segment",
                   "handler.formats", "handler.limits"]),
     ("ground", ["handler", "handler.clip", "handler.config", "handler.device", "handler.errors", "handler.metrics",
-                "handler.loading", "handler.onnx_model", "handler.models", "handler.models.build", "handler.models.frame_quality",
+                "handler.loading", "handler.onnx_model", "handler.ultralytics", "handler.models", "handler.models.build", "handler.models.frame_quality",
                 "handler.models.fixed_batch_cnn", "handler.models.face_detector"]),
 ]
 #: The Ray engine's rooms, read top to bottom (docs/engines.md).

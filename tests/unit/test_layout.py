@@ -6,6 +6,8 @@ import math
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from handler.config import HandlerConfig
 from handler.layout import LetterboxLayout, PadLayout, layout_for, resize_uint8
@@ -178,17 +180,24 @@ def test_letterbox_fit_resizes_in_uint8_keeping_a_flat_frame_flat():
     assert small.shape == (16, 16, 3) and (small == 3).all()
 
 
-def test_resizing_without_antialias_is_opencvs_inter_linear_within_one_level():
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 300), st.integers(1, 300), st.integers(1, 700), st.integers(1, 700), st.integers(0, 2**32 - 1))
+def test_resizing_without_antialias_is_opencvs_inter_linear_bit_for_bit(h, w, height, width, seed):
+    """Any sizes up and down, noise (every pixel different from its neighbours)."""
     import cv2  # Ultralytics' letterbox resizes with it
 
-    from handler.layout import resize_uint8
-    from tests import support
+    frame = np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
+    ours = resize_uint8(frame, (height, width), antialias=False)
+    assert np.array_equal(ours, cv2.resize(frame, (width, height), interpolation=cv2.INTER_LINEAR))
+
+
+def test_resizing_photographs_without_antialias_is_opencvs_bit_for_bit():
+    import cv2
 
     frame = support.frame(720, 1280, 3)
-    for size in [(360, 640), (640, 1138), (1080, 1920)]:
-        ours = resize_uint8(frame, size, antialias=False).astype(int)
-        theirs = cv2.resize(frame, (size[1], size[0]), interpolation=cv2.INTER_LINEAR).astype(int)
-        assert abs(ours - theirs).max() <= 1, size
+    for size in [(360, 640), (640, 1138), (1080, 1920), (384, 683), (360, 640)]:
+        ours = resize_uint8(frame, size, antialias=False)
+        assert np.array_equal(ours, cv2.resize(frame, (size[1], size[0]), interpolation=cv2.INTER_LINEAR)), size
 
 
 def test_without_antialias_a_large_jpeg_is_decoded_whole_for_the_letterbox():
@@ -222,3 +231,21 @@ def test_the_placement_takes_points_and_areas_back_for_centred_and_top_left_fram
     assert placement.crops(4)[0] == (slice(top // 4, math.ceil((top + 27) / 4)), slice(0, 16))
     first, last, _, _ = placement.area(1, 4, cover=False)  # 1 x 200 -> 0 rows of 64 (rounded): one cell
     assert last - first == 1
+
+
+def test_rect_gives_each_frame_its_minimum_rectangle_and_takes_boxes_back_as_scale_boxes_does():
+    """Ultralytics' predict on a dynamic export: 1080p and 720p into 640, borders up to 32 (384x640,
+    12 rows above); 129x641 sits 255 rows down (its letterbox), and its boxes come back 256 up (its
+    `scale_boxes`, from the unrounded 128.8 rows)."""
+    rect = LetterboxLayout((640, 640), center=True, antialias=False, stride=32)
+    assert rect.slot(1080, 1920) == rect.slot(720, 1280) == (384, 640) and rect.slot(640, 480) == (640, 480)
+    placed = rect.place((384, 640), [(1080, 1920), (720, 1280)])
+    assert placed.sizes == ((360, 640), (360, 640)) and placed.offsets == ((12, 0), (12, 0))
+    geometry = placed.to_frame()
+    assert geometry[:, [0, 1, 3, 4]].tolist() == [[0, 12, 1920, 1080], [0, 12, 1280, 720]]
+    assert geometry[:, 2].tolist() == pytest.approx([1 / 3, 0.5])
+    odd = LetterboxLayout((640, 640), center=True).place((640, 640), [(129, 641)])
+    assert odd.sizes == ((129, 640),) and odd.offsets == ((255, 0),) and odd.back == ((256, 0),)
+    assert odd.to_frame()[0, :2].tolist() == [0, 256]
+    config = HandlerConfig.from_mapping({"resize": "rect", "input_size": [640, 640], "size_divisor": 32})
+    assert isinstance(layout_for(config), LetterboxLayout) and layout_for(config).slot(1080, 1920) == (384, 640)
