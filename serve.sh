@@ -50,7 +50,7 @@ if [[ $engine == ray ]]; then
     tail -n 20 logs/ray.log >&2
     exit 1
   fi
-  grep -h "has no Ray Serve meaning" logs/ray.log | sed 's/^WARNING rayserve.app: /warning: /' >&2 || true
+  grep -h "^WARNING rayserve.plan: .*has no Ray Serve meaning" logs/ray.log | sed 's/^WARNING rayserve.plan: /warning: /' >&2 || true
   exit 0
 fi
 stop_keys

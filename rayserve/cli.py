@@ -109,7 +109,7 @@ def start(args: argparse.Namespace) -> int:
                                 "replica_cpus": args.replica_cpus, "ingress_replicas": args.ingress_replicas}
     if args.model_store:
         app_args["model_store"] = str(Path(args.model_store).resolve())
-    planned = plan(app_args, warn=False)  # fails here, before Ray starts, on a bad archive or setting
+    planned = plan(app_args)  # fails here, before Ray starts, on a bad archive or setting; warns of the rest
     wanted = demands(app_args)
     started = None if args.address else _start_head(args, cpus=sum(
         d.replicas * d.resources.get("CPU", 0) for d in wanted))
