@@ -85,7 +85,8 @@ def parser() -> argparse.ArgumentParser:
     _deployment_args(w)
     w.add_argument("--engine", choices=("torchserve", "ray"), default="torchserve",
                    help="what serves the model (default %(default)s): ray = `video-ray start`'s application")
-    w.add_argument("--ray-address", default="127.0.0.1:6390", help="the Ray cluster (default %(default)s)")
+    w.add_argument("--ray-address", help="the Ray cluster (default: the one video-ray start deployed to, from "
+                   "--ray-state; else 127.0.0.1:6390)")
     w.add_argument("--ray-state", type=Path, default=Path("video-ray.json"),
                    help="the args and tuning `video-ray start` left (default %(default)s)")
     w.add_argument("--interval", type=float, default=5.0, help="seconds between scrapes (default %(default)s)")
@@ -122,7 +123,7 @@ def _engine(args: argparse.Namespace) -> engines.Engine:
     keep_loopback()  # before Ray is imported
     from rayserve import cluster
 
-    cluster.join(args.ray_address)
+    cluster.join(args.ray_address or deploy.deployed_to(args.ray_state) or "127.0.0.1:6390")
     urls = (args.metrics_url or "http://127.0.0.1:8092").split(",")
     return engines.RayServe(args.model, urls, app_args, tuning, state=args.ray_state)
 

@@ -83,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     tuning.add_argument("model")
     tuning.add_argument("--batch-size", type=int, help="requests per batch (max_batch_size)")
     tuning.add_argument("--max-batch-delay", type=float, help="ms a batch waits to fill (batch_wait_timeout_s)")
-    tuning.add_argument("--address", help="the cluster (default: the one start made)")
+    tuning.add_argument("--address", help="the cluster (default: the one start deployed to from this folder)")
     tuning.add_argument("--gcs-port", type=int, default=GCS_PORT)
     rotate = commands.add_parser("rotate-key", help="write a new inference key")
     rotate.add_argument("--key-file", default="key_file.json")
@@ -91,7 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     needs.add_argument("--config", default="config.properties")
     needs.add_argument("--models", default="", help="model names, comma-separated (default: load_models)")
     halt = commands.add_parser("stop", help="delete the application and stop the Ray node start made")
-    halt.add_argument("--address", help="the cluster to delete the application from (default: the local one)")
+    halt.add_argument("--address", help="the cluster to delete the applications from (default: the one start "
+                      "deployed to from this folder)")
     halt.add_argument("--gcs-port", type=int, default=GCS_PORT, help="the port of the cluster start made")
     return parser
 
@@ -129,7 +130,7 @@ def start(args: argparse.Namespace) -> int:
                       progress=lambda line: print(f"video-ray: {line}", flush=True))
     except RuntimeError as err:
         raise ArchiveError(str(err)) from None
-    deploy.save(app_args, {}, node=started_node)
+    deploy.save(app_args, {}, node=started_node, address=address)
     _print_curl(args, [archive.name for archive, _ in planned])
     return 0
 
@@ -142,7 +143,7 @@ def tune(args: argparse.Namespace) -> int:
     if not values:
         raise ArchiveError("give --batch-size, --max-batch-delay or both")
     app_args, tuning = deploy.load()
-    cluster.join(args.address or f"127.0.0.1:{args.gcs_port}")
+    cluster.join(args.address or deploy.deployed_to() or f"127.0.0.1:{args.gcs_port}")
     try:
         tuning = deploy.tune(app_args, tuning, args.model, values)
     except RuntimeError as err:
@@ -156,27 +157,25 @@ def stop(args: argparse.Namespace) -> int:
     import ray
     from ray import serve
 
-    from rayserve import cluster
-
-    try:
-        cluster.join(args.address or f"127.0.0.1:{args.gcs_port}")
-        serve.shutdown()  # type: ignore[no-untyped-call]
-        ray.shutdown()
-    except (ConnectionError, RuntimeError) as err:  # JoinError among them
-        print(f"video-ray: no Ray cluster to stop ({err})", file=sys.stderr)
-    if args.address:
-        return 0
-    from rayserve import deploy
+    from rayserve import cluster, deploy
     from rayserve.node import stop_session
 
-    node = deploy.started_node()
+    address = args.address or deploy.deployed_to() or f"127.0.0.1:{args.gcs_port}"
+    try:
+        cluster.join(address)
+        serve.shutdown()  # type: ignore[no-untyped-call]
+        ray.shutdown()
+        print(f"video-ray: deleted the applications on the Ray cluster at {address}")
+    except (ConnectionError, RuntimeError) as err:  # JoinError among them
+        print(f"video-ray: no Ray cluster to stop at {address} ({err})", file=sys.stderr)
+    node = None if args.address else deploy.started_node()
+    deploy.STATE.unlink(missing_ok=True)  # its args, tuning and node are gone with the applications
     if node is None:
-        print("video-ray: no Ray node that `video-ray start` started from this folder (video-ray.json); "
-              "the application is deleted. Stop a node started elsewhere with `ray stop` (every Ray on "
-              "this machine)", file=sys.stderr)
+        if not args.address:
+            print("video-ray: its nodes keep running: video-ray started none of them from this folder "
+                  "(`ray stop` on each stops them)", file=sys.stderr)
         return 0
     stopped = stop_session(node["session"], node["address"])
-    deploy.STATE.unlink(missing_ok=True)  # its args, tuning and node are gone with it
     print(f"video-ray: stopped the Ray node at {node['address']} ({node['session']}, {stopped} processes)")
     return 0
 

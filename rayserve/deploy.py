@@ -134,26 +134,41 @@ def tune(args: Mapping[str, Any], tuning: Mapping[str, Mapping[str, float]], mod
 
 
 def save(args: Mapping[str, Any], tuning: Mapping[str, Mapping[str, float]], path: Path = STATE,
-         node: Mapping[str, str] | None = None) -> None:
+         node: Mapping[str, str] | None = None, address: str | None = None) -> None:
     """Writes args and tuning; `node` (the Ray session and GCS address `video-ray start` started)
-    is kept from the file when not given."""
-    if node is None and path.exists():
+    and `address` (the cluster it deployed to) are kept from the file when not given."""
+    kept: dict[str, Any] = {}
+    if path.exists():
         with contextlib.suppress(OSError, ValueError):
-            node = json.loads(path.read_text()).get("node")
+            kept = json.loads(path.read_text())
     state: dict[str, Any] = {"args": dict(args), "tuning": dict(tuning)}
+    node, address = node or kept.get("node"), address or kept.get("address")
     if node:
         state["node"] = dict(node)
+    if address:
+        state["address"] = address
     path.write_text(json.dumps(state, indent=2))
+
+
+def _state(path: Path) -> dict[str, Any]:
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
 
 
 def started_node(path: Path = STATE) -> dict[str, str] | None:
     """The Ray node `video-ray start` started from this folder, `{"session", "address"}` (None: it
     joined a cluster, or no start ran here)."""
-    try:
-        node = json.loads(path.read_text()).get("node")
-    except (OSError, ValueError):
-        return None
+    node = _state(path).get("node")
     return dict(node) if isinstance(node, dict) and node.get("session") and node.get("address") else None
+
+
+def deployed_to(path: Path = STATE) -> str | None:
+    """The address of the cluster `video-ray start` deployed to from this folder (None: none ran)."""
+    address = _state(path).get("address")
+    return address if isinstance(address, str) and address else None
 
 
 def load(path: Path = STATE) -> tuple[dict[str, Any], dict[str, dict[str, float]]]:

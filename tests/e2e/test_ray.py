@@ -98,8 +98,11 @@ def test_video_ray_joins_a_plain_ray_cluster_from_the_project_folder_and_serves_
                                          json.loads(on_ray[1])["frames"][0]["detections"]] == boxes
     finally:
         onnx_ts.stop()
-    stopped = _video_ray(project, "stop", "--address", address, timeout=120)
+    assert json.loads((project / "video-ray.json").read_text())["address"] == address
+    stopped = _video_ray(project, "stop", timeout=120)  # the cluster start deployed to, from video-ray.json
     assert stopped.returncode == 0, stopped.stderr[-2000:]
+    assert f"deleted the applications on the Ray cluster at {address}" in stopped.stdout, stopped.stderr[-2000:]
+    assert "its nodes keep running" in stopped.stderr and not (project / "video-ray.json").exists()
     with pytest.raises(requests.ConnectionError):
         requests.put(f"{base}/predictions/{MODEL}", data=photo, headers=auth, timeout=10)
 

@@ -207,8 +207,12 @@ def test_the_state_keeps_the_started_node_across_tunings(tmp_path):
     deploy.save({"config": "c"}, {"m": {"batch_size": 4}}, state)  # what `tune` writes
     assert deploy.started_node(state) == {"session": "session_x", "address": "127.0.0.1:6390"}
     assert deploy.load(state) == ({"config": "c"}, {"m": {"batch_size": 4}})
-    deploy.save({"config": "c"}, {}, tmp_path / "joined.json")  # `start --address`: no node of its own
+    assert deploy.deployed_to(state) is None
+    # `start --address`: no node of its own, and the cluster `tune` and `stop` find again
+    deploy.save({"config": "c"}, {}, tmp_path / "joined.json", address="192.0.2.2:6379")
+    deploy.save({"config": "c"}, {"m": {"batch_size": 2}}, tmp_path / "joined.json")
     assert deploy.started_node(tmp_path / "joined.json") is None
+    assert deploy.deployed_to(tmp_path / "joined.json") == "192.0.2.2:6379"
 
 
 #: TorchServe 0.12's bytes for a refused key, as a real one answered (`curl -H "Authorization: Bearer wrong"`).
