@@ -119,7 +119,7 @@ def start(args: argparse.Namespace) -> int:
     cluster.check_room(wanted, nodes, args.replica_cpus)
     if not args.disable_token_auth:
         write_keys(Path(args.key_file), rotate=False)
-    cluster.join(address)
+    cluster.join(address, nodes)
     # The session `stop` stops: only the one this start began (`ray stop` would stop every Ray here).
     node = ray._private.worker._global_node
     started_node = {"session": node.session_name, "address": address} if started and node is not None else None

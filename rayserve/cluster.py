@@ -37,9 +37,10 @@ class Node:
     resources: Mapping[str, float]
 
 
-def join(address: str, **init: Any) -> None:
+def join(address: str, nodes: Sequence[Node] | None = None, **init: Any) -> None:
     """`ray.init` on the cluster at `address` (`HOST:PORT` of its GCS), as a driver of a node that
-    runs on this machine; `init` goes to `ray.init`.
+    runs on this machine; `nodes`: its alive nodes, when already asked (`nodes_at`); `init` goes to
+    `ray.init`.
 
     Raises:
         JoinError: nothing answers there, the cluster refused this machine's Ray token, or none
@@ -49,7 +50,7 @@ def join(address: str, **init: Any) -> None:
 
     if ray.is_initialized():
         return
-    here = local_node(address, nodes_at(address))
+    here = local_node(address, nodes_at(address) if nodes is None else nodes)
     init.setdefault("logging_level", logging.WARNING)
     ray.init(address=address, _node_ip_address=here, **init)
 
