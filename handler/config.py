@@ -17,6 +17,11 @@ _DEFAULT = object()
 Parse = Callable[[str, Any], Any]
 
 
+def round_up(height: int, width: int, divisor: int) -> tuple[int, int]:
+    """Rounds a frame size up to the size divisor, so few shapes reach the model."""
+    return -(-height // divisor) * divisor, -(-width // divisor) * divisor
+
+
 class Resize(enum.Enum):
     """How frames meet the model's input."""
 
@@ -360,7 +365,7 @@ class HandlerConfig:
         if self.resize is Resize.RECT and self.input_size and any(side % self.size_divisor for side in self.input_size):
             raise ConfigError(
                 f"handler.input_size = {list(self.input_size)} is not a multiple of size_divisor = "
-                f"{self.size_divisor} (rect's stride): use {[-(-side // self.size_divisor) * self.size_divisor for side in self.input_size]}"
+                f"{self.size_divisor} (rect's stride): use {list(round_up(*self.input_size, self.size_divisor))}"
             )
         self._check_task()
         if self.max_batch_pixels < self.max_clip_pixels:

@@ -25,12 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from handler.clip import Frame, Size, Value, letterbox_size
-from handler.config import HandlerConfig, LetterboxPad, Resize
-
-
-def round_up(height: int, width: int, divisor: int) -> Size:
-    """Rounds a frame size up to the size divisor, so few shapes reach the model."""
-    return -(-height // divisor) * divisor, -(-width // divisor) * divisor
+from handler.config import HandlerConfig, LetterboxPad, Resize, round_up
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,7 +326,6 @@ def _opencv_weights(source: int, target: int, clamp: bool) -> tuple[torch.Tensor
     if clamp:  # a column outside the frame takes the border's pixel whole
         outside = (first < 0) | (first >= source - 1)
         f = torch.where(outside, torch.zeros_like(f), f)
-        first = first.clamp(0, source - 1)
     second = (first + 1).clamp(0, source - 1)
     first = first.clamp(0, source - 1)
     weights = [torch.round(v * 2048).to(torch.int32) for v in (1 - f, f)]  # cvRound: half to even

@@ -113,7 +113,7 @@ def test_no_circles(house):
     for module in sorted(graph):
         if module not in state:
             visit(module)
-    assert len(state) == len(graph) > 10
+    assert len(state) == len(graph) > {"handler": 20, "rayserve": 10}[house]  # every module walked
 
 
 def test_the_core_knows_no_door_and_imports_nothing_from_ts():
