@@ -41,6 +41,31 @@ class Deferred(Protocol):
     def decode_into(self, out: np.ndarray) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Look:
+    """What the model looked at in one frame (DESIGN section 15), when the request asked for motion.
+
+    Attributes:
+        size: the frame's own (h, w).
+        regions: what the model saw, (x1, y1, x2, y2) frame pixels; () when it did not look.
+        motion: the motion boxes, frame pixels.
+        lighting: a lighting change reset the background at this frame.
+    """
+
+    size: Size
+    regions: tuple[tuple[int, int, int, int], ...] = ()
+    motion: tuple[tuple[int, int, int, int], ...] = ()
+    lighting: bool = False
+
+    def fields(self) -> dict[str, Any]:
+        """The answer's `looked`, `regions`, `motion` (and `lighting` when set)."""
+        out: dict[str, Any] = {"looked": bool(self.regions), "regions": [list(r) for r in self.regions],
+                               "motion": [list(b) for b in self.motion]}
+        if self.lighting:
+            out["lighting"] = True
+        return out
+
+
 #: A frame: pixels on the host, a deferred JPEG, or `[H, W, 3]` uint8 already on the worker's
 #: device (NVDEC, `handler.video`).
 Frame = np.ndarray | Deferred | torch.Tensor
@@ -58,12 +83,17 @@ class Clip:
             own shapes.
         decoder: what decoded a video segment, "nvdec" (every frame on the GPU) or "cpu"; None
             for images.
+        looks: with motion (`X-Motion`), one per frame, and then `frames` are the regions looked
+            at, frame after frame (`handler.looks`) and `pts` are the frames'.
+        originals: with `looks`, the looked-at frames whole, that a grown region is cut from.
     """
 
     frames: Sequence[Frame]
     pts: list[float] | None = None
     sizes: list[Size] | None = None
     decoder: str | None = None
+    looks: tuple[Look, ...] | None = None
+    originals: tuple[Frame, ...] = ()
 
     @property
     def own_sizes(self) -> list[Size]:
@@ -74,7 +104,8 @@ class Clip:
     def decoded_pixels(self) -> int:
         """Pixels this clip holds decoded, on the host or the device (a deferred JPEG holds none
         until it is collated)."""
-        return sum(f.shape[0] * f.shape[1] for f in self.frames if isinstance(f, (np.ndarray, torch.Tensor)))
+        held = [*self.frames, *self.originals]
+        return sum(f.shape[0] * f.shape[1] for f in held if isinstance(f, (np.ndarray, torch.Tensor)))
 
     @staticmethod
     def join(clips: Sequence[Clip]) -> Clip:
@@ -99,6 +130,7 @@ class Meta:
         sized: `X-Frame-Width` or `X-Frame-Height` was given (the body is raw pixels).
         pixel_format: `X-Pixel-Format` of raw pixels, lower case.
         parsed: the numeric headers by name, each its value or the error it gave.
+        motion: `X-Motion` as given (`handler.looks.Watch` reads it), or None.
     """
 
     stream_id: str | None = None
@@ -106,6 +138,7 @@ class Meta:
     sized: bool = False
     pixel_format: str = "rgb24"
     parsed: Mapping[str, float | FrameError] = field(default_factory=dict)
+    motion: str | None = None
 
     @classmethod
     def parse(cls, headers: Mapping[str, str]) -> Meta:
@@ -121,7 +154,7 @@ class Meta:
                 parsed[name] = read(raw)
         return cls(text("x-stream-id"), text("x-frame-id"),
                    "x-frame-width" in headers or "x-frame-height" in headers,
-                   headers.get("x-pixel-format", "rgb24").strip().lower(), parsed)
+                   headers.get("x-pixel-format", "rgb24").strip().lower(), parsed, headers.get("x-motion"))
 
     @property
     def ids(self) -> dict[str, str | None]:
@@ -250,6 +283,8 @@ class FrameResult:
         extras: the optional parts every detection of this model has, with their shapes, known
             even for a frame without detections (`keypoints`: [P, 3]; `mask`: []): the OIP door
             answers them as tensors whatever a frame holds.
+        look: what the model looked at, when the request asked for motion; a frame it did not
+            look at has no `outputs` or `answer`.
     """
 
     width: int
@@ -258,6 +293,7 @@ class FrameResult:
     pts: float | None = None
     answer: dict[str, Any] | None = None
     extras: dict[str, list[int]] = field(default_factory=dict)
+    look: Look | None = None
 
 
 #: A request's outcome: every frame's result, in order, or the one error that answers it.

@@ -22,6 +22,7 @@ from handler.config import HandlerConfig, Resize
 from handler.errors import CorruptFrame, EmptyFrame, FrameTooLarge, UnsupportedContentType
 from handler.formats import Format, media_type, resolve, unwrapped
 from handler.limits import Limits
+from handler.looks import Watch
 from handler.video import decode_segment
 
 _NPY_MAX_HEADER = 4096
@@ -127,7 +128,7 @@ def decode(body: object, content_type: str | None, meta: Meta, config: HandlerCo
             size = jpeg.header(body, lambda h, w: limits.frame(w, h))
             if size is not None:
                 return Clip([DeferredJpeg(body, (*size, 3), config)])
-        pixels, size = _decode_jpeg(body, config)
+        pixels, size = _decode_jpeg(body, config, shrink=meta.motion is None)  # regions need all pixels
         return Clip([pixels], sizes=None if pixels.shape[:2] == size else [size])
     if fmt is Format.PNG:
         return Clip([_decode_image(body, fmt.name, config)])
@@ -135,7 +136,7 @@ def decode(body: object, content_type: str | None, meta: Meta, config: HandlerCo
         return Clip(_decode_npy(body, limits))
     if fmt is Format.RAW:
         return Clip(_decode_raw(body, meta, limits))
-    return decode_segment(body, fmt, meta.sample_fps, config)
+    return decode_segment(body, fmt, meta.sample_fps, config, Watch.of(meta))
 
 
 def pixel_layout(shape: Sequence[int]) -> tuple[int, int, int] | None:
@@ -150,7 +151,8 @@ def pixel_layout(shape: Sequence[int]) -> tuple[int, int, int] | None:
     return None
 
 
-def _decode_jpeg(body: bytes | bytearray, config: HandlerConfig) -> tuple[np.ndarray, tuple[int, int]]:
+def _decode_jpeg(body: bytes | bytearray, config: HandlerConfig,
+                 shrink: bool = True) -> tuple[np.ndarray, tuple[int, int]]:
     """libjpeg-turbo first (DCT-domain downscaling for a letterbox engine), Pillow as the fallback.
 
     Returns:
@@ -158,7 +160,7 @@ def _decode_jpeg(body: bytes | bytearray, config: HandlerConfig) -> tuple[np.nda
         letterbox engine whose input is at most half the frame (not with `resize_antialias:
         false`, which resizes the whole frame as OpenCV does).
     """
-    shrink = config.letterboxed and config.resize_antialias
+    shrink = shrink and config.letterboxed and config.resize_antialias
     input_size = config.input_size if shrink else None
 
     def target(height: int, width: int) -> tuple[int, int]:

@@ -16,12 +16,14 @@ from typing import Any
 
 import torch
 
+from handler import looks
 from handler.chunks import ChunkRunner, Result
-from handler.clip import Clip, Frame, FrameResult, Outcome, Request, Size
+from handler.clip import Clip, Frame, FrameResult, Look, Outcome, Request, Size
 from handler.config import HandlerConfig
 from handler.device import OomCount, bind
 from handler.errors import ConfigError, FrameError
 from handler.layout import layout_for
+from handler.looks import region_side
 from handler.memory import ChunkPlanner, peak_memory, reset_peak_memory
 from handler.metrics import BatchStats
 from handler.tasks.heads import head_for
@@ -39,18 +41,27 @@ class Job:
 
     Attributes:
         frames: frames it was decoded to (1 when it could not be decoded), for the metrics.
+        looks: with motion, what the model looks at in each frame (`results` are then its
+            regions', in order: `handler.looks`).
     """
 
     clip: Clip | None
     error: FrameError | None = None
     results: list[FrameResult | None] = field(default_factory=list)
     frames: int = 1
+    looks: list[Look] | None = None
+    pts: list[float] | None = None
+    where: list[tuple[int, int]] = field(default_factory=list)  # with looks: (frame, region) of each result
 
     @classmethod
     def of(cls, decoded: Decoded) -> Job:
         if isinstance(decoded, FrameError):
             return cls(None, decoded)
-        return cls(decoded, results=[None] * len(decoded.frames), frames=len(decoded.frames))
+        if decoded.looks is None:
+            return cls(decoded, results=[None] * len(decoded.frames), frames=len(decoded.frames), pts=decoded.pts)
+        where = [(i, j) for i, look in enumerate(decoded.looks) for j in range(len(look.regions))]
+        return cls(decoded, results=[None] * len(where), frames=len(decoded.looks), looks=list(decoded.looks),
+                   pts=decoded.pts, where=where)
 
     def answer(self, index: int, result: Result) -> None:
         """Frame `index`'s result; one failed frame fails the request, with its error."""
@@ -59,16 +70,50 @@ class Job:
         if isinstance(result, FrameError):
             self.error = result
             return
-        pts = None if self.clip is None or self.clip.pts is None else self.clip.pts[index]
-        result.pts = pts
+        if self.looks is None:
+            result.pts = None if self.pts is None else self.pts[index]
         self.results[index] = result
 
-    def outcome(self) -> Outcome:
+    def outcome(self, most: int) -> Outcome:
+        """Its frames' results (with motion, each put together from its regions' with at most
+        `most` detections), or its error."""
         if self.error is not None:
             return self.error
-        if any(result is None for result in self.results):
+        results = [result for result in self.results if result is not None]
+        if len(results) != len(self.results):
             raise RuntimeError("a frame of a served request has no result")
-        return [result for result in self.results if result is not None]
+        if self.looks is None:
+            return results
+        parts = self._parts(results)
+        return [looks.answered(look, parts[i], None if self.pts is None else self.pts[i], most)
+                for i, look in enumerate(self.looks)]
+
+    def _parts(self, results: Sequence[FrameResult | None]) -> list[list[FrameResult]]:
+        """Each frame's regions' results, in its look's order."""
+        parts: list[list[tuple[int, FrameResult]]] = [[] for _ in self.looks or ()]
+        for (i, j), result in zip(self.where, results):
+            if result is not None:
+                parts[i].append((j, result))
+        return [[result for _, result in sorted(p, key=lambda jr: jr[0])] for p in parts]
+
+    def regrown(self, side: int, fit: Callable[[list[Frame], list[Size]], list[Frame]]) -> list[FrameRef]:
+        """A region around each moving box a region cut (`looks.regrown`), fitted, to run next."""
+        if self.looks is None or self.clip is None or self.error is not None:
+            return []
+        parts, again, original = self._parts(self.results), [], -1
+        for i, look in enumerate(self.looks):
+            if not look.regions:
+                continue
+            original += 1
+            self.looks[i] = looks.regrown(look, parts[i], side)
+            for j in range(len(look.regions), len(self.looks[i].regions)):
+                x1, y1, x2, y2 = self.looks[i].regions[j]
+                crop = self.clip.originals[original][y1:y2, x1:x2]  # type: ignore[index]
+                self.where.append((i, j))
+                self.results.append(None)
+                again.append(FrameRef(self, len(self.results) - 1, fit([crop], [(y2 - y1, x2 - x1)])[0],
+                                      (y2 - y1, x2 - x1)))
+        return again
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +157,7 @@ class Pipeline:
         self._head = head_for(config, layout, labels or Labels(), metadata)
         self._chunks = ChunkRunner(model, config, device, layout, self._planner, pool.map, ooms, head=self._head)
         self._probe_size = _probe_size(config)
+        self._side, self._most = region_side(config), config.max_detections
         _limit_intra_op_threads(config.threads)
 
     def check(self) -> str:
@@ -152,7 +198,7 @@ class Pipeline:
             for job in served:
                 job.clip = None
             jobs.extend(served)
-        outcomes = [job.outcome() for job in jobs]
+        outcomes = [job.outcome(self._most) for job in jobs]
         if len(outcomes) != len(requests):
             raise RuntimeError(f"{len(requests)} requests in, {len(outcomes)} outcomes out")
         stats.frames = sum(job.frames for job in jobs)
@@ -163,9 +209,16 @@ class Pipeline:
         return outcomes, stats
 
     def _serve(self, wave: list[Job], stats: BatchStats) -> None:
-        """Plans and runs one wave's frames; every frame's result goes to its job."""
-        refs = [FrameRef(job, n, frame, size) for job in wave if job.clip is not None
-                for n, (frame, size) in enumerate(zip(job.clip.frames, job.clip.own_sizes))]
+        """Plans and runs one wave's frames (regions, with motion, and again those grown around
+        a box they cut); every result goes to its job."""
+        self._run([FrameRef(job, n, frame, size) for job in wave if job.clip is not None
+                   for n, (frame, size) in enumerate(zip(job.clip.frames, job.clip.own_sizes))], stats)
+        if self._side is not None:
+            self._run([ref for job in wave for ref in job.regrown(self._side, self._waves.fit)], stats)
+
+    def _run(self, refs: list[FrameRef], stats: BatchStats) -> None:
+        if not refs:
+            return
         frames = [ref.frame for ref in refs]
         sizes = [ref.size for ref in refs]
         for chunk, results in self._chunks.run_all(self._planner.plan(sizes), frames, sizes, stats):

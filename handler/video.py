@@ -24,18 +24,20 @@ import logging
 import math
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from handler.clip import Clip
+from handler.clip import Clip, Frame, Look
 from handler.colour import Matrix, nv12_to_rgb
 from handler.config import HandlerConfig, Resize
 from handler.device import worker_device
 from handler.errors import ClipTooLarge, CorruptFrame, EmptyFrame, UnsupportedCodec
 from handler.formats import GENERIC, MEDIA_TYPES, Format, media_type, sniff
 from handler.limits import Limits
+from handler.looks import SegmentLooks, Watch, crops, region_side
+from handler.motion import luma
 
 if TYPE_CHECKING:
     import av
@@ -104,7 +106,7 @@ def is_segment(body: object, content_type: str | None = None) -> bool:
 
 
 def decode_segment(body: bytes | bytearray, fmt: Format, sample_fps: float | None,
-                   config: HandlerConfig) -> Clip:
+                   config: HandlerConfig, watch: Watch | None = None) -> Clip:
     """Decodes one MP4, MPEG-TS or Annex-B H.264/H.265 segment into RGB frames and their pts.
 
     Args:
@@ -112,6 +114,7 @@ def decode_segment(body: bytes | bytearray, fmt: Format, sample_fps: float | Non
         fmt: its format (from the Content-Type or the first bytes).
         sample_fps: `X-Sample-Fps`, the rate of frames to keep by pts (None: every frame).
         config: the limits and the codec allow-list.
+        watch: `X-Motion`: the frames are looked at where they moved (`handler.looks`).
 
     Returns:
         The kept frames (`[H, W, 3]` uint8 each) in presentation order, and their pts in seconds.
@@ -128,7 +131,7 @@ def decode_segment(body: bytes | bytearray, fmt: Format, sample_fps: float | Non
         with av.open(io.BytesIO(body), "r", format=DEMUXERS[fmt], hwaccel=hwaccel,
                      options={"max_pixels": _max_pixels(config)}) as container:
             stream = _open_stream(container, fmt, sample_fps, config)
-            return _decode(_Reader(container, stream, fmt), PtsSampler(sample_fps), config)
+            return _decode(_Reader(container, stream, fmt), PtsSampler(sample_fps), config, watch)
     except (av.FFmpegError, ValueError, IndexError) as err:
         raise CorruptFrame(f"cannot decode the {fmt.value} segment: {err}") from None
 
@@ -159,13 +162,11 @@ def _open_stream(container: av.container.InputContainer, fmt: Format, sample_fps
     return stream
 
 
-def _decode(reader: _Reader, sampler: PtsSampler, config: HandlerConfig) -> Clip:
+def _decode(reader: _Reader, sampler: PtsSampler, config: HandlerConfig, watch: Watch | None) -> Clip:
     """The kept frames; every frame is checked before its RGB copy is made."""
     limits = Limits.of(config)
     fmt = reader.fmt
-    on_device = config.resize is Resize.PAD
-    frames: list[np.ndarray | torch.Tensor] = []
-    pts: list[float] = []
+    kept = _Kept(config.resize is Resize.PAD, None if watch is None else SegmentLooks(watch, region_side(config)))
     pixels = decoded = on_gpu = 0
     budget = config.max_video_frames * DECODE_HEADROOM
     for frame in reader.frames():
@@ -184,11 +185,49 @@ def _decode(reader: _Reader, sampler: PtsSampler, config: HandlerConfig) -> Clip
         if not sampler.keep(time):
             continue
         pixels += frame.width * frame.height
-        limits.segment(len(frames) + 1, pixels, "holds at least")
-        frames.append(_rgb(frame, on_device))
-        pts.append(time)
+        limits.segment(len(kept.pts) + 1, pixels, "holds at least")
+        kept.add(frame, time)
     reader.check_complete(decoded)
-    return Clip(frames, pts, decoder="nvdec" if on_gpu == decoded else "cpu")
+    return kept.clip("nvdec" if on_gpu == decoded else "cpu")
+
+
+@dataclass(slots=True)
+class _Kept:
+    """A segment's kept frames in RGB; with motion, only those looked at (a still frame is never
+    converted), cut into their regions.
+
+    Attributes:
+        on_device: NVDEC's pictures stay on the GPU (`resize: pad`).
+        looks: what decides each frame's look, with motion.
+    """
+
+    on_device: bool
+    looks: SegmentLooks[av.VideoFrame] | None
+    pts: list[float] = field(default_factory=list)
+    frames: list[Frame] = field(default_factory=list)
+    decided: list[Look] = field(default_factory=list)
+    originals: list[np.ndarray | torch.Tensor] = field(default_factory=list)
+
+    def add(self, frame: av.VideoFrame, time: float) -> None:
+        self.pts.append(time)
+        if self.looks is None:
+            self.frames.append(_rgb(frame, self.on_device))
+        else:
+            self._take(self.looks.add(frame, luma(frame), (frame.height, frame.width)))
+
+    def _take(self, decided: list[tuple[Look, av.VideoFrame]]) -> None:
+        for look, frame in decided:
+            self.decided.append(look)
+            if look.regions:
+                rgb = _rgb(frame, self.on_device)
+                self.originals.append(rgb)
+                self.frames.extend(crops(rgb, look))
+
+    def clip(self, decoder: str) -> Clip:
+        if self.looks is None:
+            return Clip(self.frames, self.pts, decoder=decoder)
+        self._take(self.looks.finish())
+        return Clip(self.frames, self.pts, decoder=decoder, looks=tuple(self.decided), originals=tuple(self.originals))
 
 
 @dataclass(slots=True)

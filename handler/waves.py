@@ -15,10 +15,11 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from handler.clip import Clip, Request
+from handler.clip import Clip, Frame, Request, Size
 from handler.config import HandlerConfig
 from handler.errors import FrameError, InternalError, StaleFrame
 from handler.layout import Layout
+from handler.looks import Watch, images, region_side
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +34,7 @@ class Waves:
         self._config = config
         self._layout = layout
         self._pool = pool
+        self._side = region_side(config)
 
     def decode(self, requests: Sequence[Request], started: float) -> Iterator[list[Decoded]]:
         """The requests decoded in order (a clip, or the error that answers the request), in waves.
@@ -69,7 +71,11 @@ class Waves:
             self._check_age(request, started)
             # JPEG is decoded later, by the collating threads: straight into its uint8 staging slot
             # (CUDA), or converted into its float32 one right after decoding (CPU).
-            return self._fit(request.decode(self._config, lazy=True))
+            clip = request.decode(self._config, lazy=True)
+            watch = Watch.of(request.meta)
+            if watch is not None and clip.looks is None:  # images: their producer found the motion
+                clip = images(clip, watch, self._side)
+            return self._fit(clip)
         except FrameError as err:
             return err.detached()
         except Exception:  # a decoder bug must not sink the batch-mates
@@ -91,5 +97,8 @@ class Waves:
         """The clip's frames as their slots take them (letterbox: resized, in uint8, here in the
         decode threads); `sizes` keeps each frame's own size."""
         original = clip.own_sizes
-        fitted = [self._layout.fit(f, size) for f, size in zip(clip.frames, original)]
-        return dataclasses.replace(clip, frames=fitted, sizes=original)
+        return dataclasses.replace(clip, frames=self.fit(clip.frames, original), sizes=original)
+
+    def fit(self, frames: Sequence[Frame], sizes: Sequence[Size]) -> list[Frame]:
+        """Frames of these own sizes as their slots take them."""
+        return [self._layout.fit(f, size) for f, size in zip(frames, sizes)]

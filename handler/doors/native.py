@@ -27,11 +27,13 @@ OPTIONS: Mapping[str, str] = {
     "frame_height": "x-frame-height",
     "pixel_format": "x-pixel-format",
     "sample_fps": "x-sample-fps",
+    "motion": "x-motion",
 }
 #: Keys that hold the frame itself (`body`: HTTP; `data`: TorchServe's gRPC and curl idioms).
 BODY_KEYS = ("body", "data")
 _CONTENT_TYPE_KEY = "content_type"
 _OPTION_MAX = 256
+_MOTION_MAX = 16384  # X-Motion's JSON may hold mask polygons
 # Bytes of a multipart body that are not part values (boundary line, part headers, file name)
 # allowed per part before the form is taken to have lost a part (see `_lost_parts`).
 _PART_OVERHEAD = 512
@@ -120,6 +122,10 @@ def refuse(request: Request, err: FrameError) -> Response:
 
 def _frame(result: FrameResult) -> dict[str, Any]:
     frame: dict[str, Any] = {"width": result.width, "height": result.height}
+    if result.look is not None:
+        frame.update(result.look.fields())
+        if not result.look.regions:  # not looked at: no answer, which would say "nothing there"
+            return frame | ({} if result.pts is None else {"pts": result.pts})
     if result.answer is None:
         frame["outputs"] = result.outputs
     else:
@@ -192,7 +198,8 @@ def _names(item: Mapping[str, object]) -> list[str]:
 
 
 def _options(item: Mapping[str, object]) -> dict[str, str]:
-    return {header: _text(item[key])[:_OPTION_MAX] for key, header in OPTIONS.items() if key in item}
+    return {header: _text(item[key])[:_MOTION_MAX if key == "motion" else _OPTION_MAX]
+            for key, header in OPTIONS.items() if key in item}
 
 
 def _text(value: object) -> str:

@@ -33,7 +33,7 @@ import numpy as np
 from handler.clip import Clip, FrameResult, Meta, Outcome, Request
 from handler.config import HandlerConfig
 from handler.doors.wire import Headers, Response
-from handler.errors import CorruptFrame, EmptyFrame, FrameError, FrameTooLarge, UnsupportedContentType
+from handler.errors import BadHeader, CorruptFrame, EmptyFrame, FrameError, FrameTooLarge, UnsupportedContentType
 from handler.formats import media_type
 from handler.frames import decode as decode_body
 from handler.frames import decode_clip, pixel_layout
@@ -111,6 +111,10 @@ def read(item: Mapping[str, object], headers: Mapping[str, object], model: str,
     """
     request_headers = Headers.of(headers).request
     meta = Meta.parse(request_headers)
+    if meta.motion is not None:
+        return Request(None, meta, refused=BadHeader(
+            "X-Motion is for /predictions: its answer says what the model looked at in each frame, "
+            "which an OIP tensor cannot; send it there, or drop the header"))
     try:
         parsed = parse(item.get("body"), request_headers, 3 * config.max_clip_pixels + _HEADER_MAX, model)
     except FrameError as err:

@@ -27,8 +27,8 @@ FLOORS = [
                "handler.tasks.nms", "handler.tasks.labels", "handler.tasks.rle", "handler.tasks.masks"]),
     ("geometry and device memory", ["handler.layout", "handler.collate", "handler.memory", "handler.fills"]),
     ("decoding", ["handler.frames", "handler.jpeg", "handler.video", "handler.colour", "handler.probe_segment",
-                  "handler.formats", "handler.limits"]),
-    ("ground", ["handler", "handler.clip", "handler.config", "handler.device", "handler.errors", "handler.metrics",
+                  "handler.formats", "handler.limits", "handler.looks"]),
+    ("ground", ["handler", "handler.clip", "handler.motion", "handler.regions", "handler.config", "handler.device", "handler.errors", "handler.metrics",
                 "handler.loading", "handler.onnx_model", "handler.ultralytics", "handler.models", "handler.models.build", "handler.models.frame_quality",
                 "handler.models.fixed_batch_cnn", "handler.models.face_detector"]),
 ]
