@@ -3,8 +3,9 @@ what the model looks at in each frame, the regions cut out for it, and its answe
 together frame by frame.
 
 A video segment carries what its motion needs: its first frame starts the background, and is
-looked at whole unless the producer says a whole look is not due (`"full": false`); then it is
-looked at where its second frame shows motion. An image has no background: its producer sends the
+looked at whole, with the second (a tracker confirms a still object on its second sighting), unless
+the producer says a whole look is not due (`"full": false`); then it is looked at where its second
+frame shows motion. An image has no background: its producer sends the
 motion boxes it found (`"boxes"`, `video-ingest`'s frames mode). Regions are rows of the same
 batch as whole frames; their boxes come back through the same inverse and are then moved by the
 region's corner and merged (`handler.regions`).
@@ -21,7 +22,7 @@ from typing import Any, Generic, TypeVar
 from handler.clip import Clip, Frame, FrameResult, Look, Meta, Size
 from handler.config import HandlerConfig, Resize, Task
 from handler.errors import BadHeader
-from handler.motion import Box, Motion, MotionSettings
+from handler.motion import WHOLE_LOOK, Box, Motion, MotionSettings
 from handler.regions import cut, inside, iou, merged, moved, regions_for, square, whole
 
 T = TypeVar("T")
@@ -100,9 +101,9 @@ class SegmentLooks(Generic[T]):
         """The frames decided by `frame` (whose luma plane `[H, W]` uint8 is `luma`)."""
         found = self._motion.find(luma)
         self._seen += 1
+        if self._watch.full and self._seen <= WHOLE_LOOK:
+            return [(Look(size, (whole(size),), found.boxes, found.lighting), frame)]
         if self._seen == 1:
-            if self._watch.full:
-                return [(Look(size, (whole(size),)), frame)]
             self._pending = frame, size
             return []
         out = []
@@ -162,7 +163,7 @@ def regrown(look: Look, parts: Sequence[FrameResult], side: int) -> Look:
         for detection in (part.answer or {}).get("detections", []):
             box = moved(detection, region[0], region[1])["box"]
             if (cut(box, region, look.size) and any(iou(box, m) > 0 for m in look.motion)
-                    and not any(inside(box, r) for r in regions)):
+                    and not any(inside(box, r) and not cut(box, r, look.size) for r in regions)):
                 regions.append(square(tuple(int(v) for v in box), side, look.size))  # type: ignore[arg-type]
     return dataclasses.replace(look, regions=tuple(regions))
 

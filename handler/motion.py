@@ -27,6 +27,8 @@ Polygon = tuple[tuple[float, float], ...]
 #: Small-image pixels a side of the cells that changed pixels are joined in (the dilation).
 CELL = 4
 _MAX_MASKS = 64
+#: Frames in a row of a whole look: a tracker gives a still object its id on its second sighting.
+WHOLE_LOOK = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +66,9 @@ class MotionSettings:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(raw) - known)
         if unknown:
-            raise ValueError(f"{where}: unknown setting {unknown[0]!r}; the settings are {sorted(known)}")
-        values = {name: _CHECKS[name](f"{where}.{name}", raw[name]) for name in known if name in raw}
+            raise ValueError(f"{where + ': ' if where else ''}unknown setting {unknown[0]!r}; "
+                             f"the settings are {', '.join(sorted(known))}")
+        values = {name: _CHECKS[name](f"{where}.{name}" if where else name, raw[name]) for name in known if name in raw}
         return cls(**values)
 
     def wire(self) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from ingest.cameras.reader import Reader
 from ingest.cameras.units import Unit
 from ingest.config import Camera, Mode, Policy
 from ingest.shared import Shared
-from ingest.sinks.results import result_lines
+from ingest.sinks.results import result_lines, unlooked_line
 
 logger = logging.getLogger(__name__)
 
@@ -125,6 +125,13 @@ class CameraWorker:
             self._queue.finish()
 
     def _emit(self, unit: Unit) -> None:
+        if unit.still is not None:  # frames mode, nothing to look at: answered here, in its turn
+            width, height, boxes, lighting = unit.still
+            line = unlooked_line(self.camera.name, unit, width, height, boxes, self._shared.now())
+            if lighting:
+                line["lighting"] = True
+            self._sequencer.done(unit.seq, (unit, [line]))
+            return
         if not self._queue.put(unit, self._reader.stop):
             self._drop(unit, "shutdown")
 

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from handler.motion import MotionSettings
 from ingest.analytics import scene
 from ingest.analytics.scene import Scene, SceneError
 from ingest.sinks.redact import url_secrets
@@ -84,6 +85,8 @@ class Camera:
         transport: tcp or udp (RTSP only).
         loop: a file starts again at its end (demos).
         env_values: the values `${VAR}`s of the URL took (secrets).
+        motion: motion first (DESIGN section 15): the model looks only where something moved;
+            None: the default (on for live cameras, off for files), False: off.
         scene: tracking, zones and lines (`ingest.analytics.scene`); not part of the camera's identity: a
             change applies to the running camera, which keeps its connection and its tracks.
     """
@@ -99,6 +102,7 @@ class Camera:
     stall_seconds: float = field(default=5.0, metadata={"check": _positive})
     transport: Transport = Transport.TCP
     loop: bool = False
+    motion: MotionSettings | bool | None = None
     env_values: tuple[str, ...] = field(default=(), repr=False)
     scene: Scene = field(default=Scene(), compare=False)
 
@@ -114,6 +118,13 @@ class Camera:
     @property
     def effective_sample_fps(self) -> float | None:
         return self.sample_fps if self.sample_fps or self.mode is Mode.SEGMENTS else 5.0
+
+    @property
+    def effective_motion(self) -> MotionSettings | None:
+        """The motion settings, or None when off (`motion: off`; files unless set)."""
+        if isinstance(self.motion, MotionSettings):
+            return self.motion
+        return MotionSettings() if self.motion is None and not self.is_file else None
 
     @property
     def secrets(self) -> list[str]:
@@ -292,10 +303,28 @@ def _flag(raw: Any) -> bool:
     return raw
 
 
+def _motion(raw: Any) -> MotionSettings | bool:
+    """`off` / `false`, `on` / `true`, or a mapping of `handler.motion.MotionSettings` (with
+    `enabled: false` for off, as Frigate writes it)."""
+    if raw is False or raw == "off":
+        return False
+    if raw is True or raw == "on":
+        return MotionSettings()
+    if isinstance(raw, Mapping):
+        settings = dict(raw)
+        enabled = settings.pop("enabled", True)
+        if not isinstance(enabled, bool):
+            raise ValueError("enabled: use true or false")
+        return MotionSettings.parse(settings, "") if enabled else False
+    raise ValueError("use off, on, or a mapping of motion settings (threshold, contour_area, lightning_threshold, "
+                     "frame_height, frame_alpha, refresh_seconds, max_regions, mask): docs/ingest.md, Motion")
+
+
 _CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "mode": _enum(Mode), "policy": _enum(Policy), "transport": _enum(Transport),
     "sample_fps": lambda raw: None if raw is None else _number(raw),
     "segment_seconds": _number, "stall_seconds": _number, "max_in_flight": _whole, "loop": _flag,
+    "motion": _motion,
 }
 
 

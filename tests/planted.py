@@ -53,16 +53,20 @@ def _xywh(b: Tensor) -> Tensor:
 class Yolo(nn.Module):
     """Ultralytics v8/11 raw output `[N, 4 + 3 (+ 6), 64]`: per class its box (score SCORES[c]),
     a duplicate shifted by 5% of its width (SHIFTED[c]), and a low one (LOW); with `pose`, two
-    keypoints per anchor: the box's top-left (score 0.9) and bottom-right (0.8)."""
+    keypoints per anchor: the box's top-left (score 0.9) and bottom-right (0.8). With `floor`, a
+    box narrower or lower than that many input pixels is not found (a real detector's smallest
+    object)."""
 
-    def __init__(self, pose: bool = False) -> None:
+    def __init__(self, pose: bool = False, floor: float = 0.0) -> None:
         super().__init__()
         self.pose = pose
+        self.floor = floor
         self.anchors = ANCHORS
         self.scores = [list(SCORES), list(SHIFTED), [LOW] * 3]
 
     def forward(self, x: Tensor) -> Tensor:
         b, present = boxes(x)
+        present = present & (b[..., 2] - b[..., 0] >= self.floor) & (b[..., 3] - b[..., 1] >= self.floor)
         n = b.shape[0]
         shift = (b[..., 2] - b[..., 0]) * 0.05
         shifted = b + torch.stack([shift, torch.zeros_like(shift), shift, torch.zeros_like(shift)], dim=-1)

@@ -9,6 +9,11 @@ When tracks end (DESIGN section 13): the tracker ends them (unseen `lost_track_s
 stream time), it starts anew (a new connection, a new frame size, stream time going back: the
 one rule for time is the tracker's), or the camera goes down (`end`, after the lines of the
 connection's last units). Their zones' `left` events follow at once.
+
+Motion first (issue 48): a line with `looked: false` (nothing moved: the model did not look) is
+a frame with nothing in view, not a frame without objects; one with `regions` had only those in
+view. The tracker keeps the tracks out of view as they were (`ingest.analytics.tracking`), so
+they keep their zones and dwell. Lines without `looked` (motion off) are tracked as ever.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import Any
 from ingest.analytics.counting import Counting, Tracked
 from ingest.analytics.scene import Scene
 from ingest.analytics.snapshot import Snapshots
-from ingest.analytics.tracking import Tracks
+from ingest.analytics.tracking import Regions, Tracks
 from ingest.cameras.units import Unit
 from ingest.sinks.metrics import Metrics
 
@@ -78,7 +83,10 @@ class Analytics:
     def release(self, unit: Unit | None, lines: list[Line], now: float) -> list[Line]:
         """`lines` (one unit's, in order) with track ids, followed each by its frame's events."""
         with self._lock:
-            if self._closed or (not self._scene.track and self._snapshots is None):
+            if self._closed:
+                return lines
+            self._count_looks(lines)
+            if not self._scene.track and self._snapshots is None:
                 return lines
             out: list[Line] = []
             for line in lines:
@@ -87,9 +95,18 @@ class Analytics:
                     continue
                 if self._scene.track:
                     out += self._guarded(unit, line, now)
-            if self._snapshots is not None and unit is not None and lines and lines[0].get("status") == 200:
+            if (self._snapshots is not None and unit is not None and lines and lines[0].get("status") == 200
+                    and lines[0].get("looked") is not False):  # a frame not looked at has no boxes to draw
                 self._snapshots.offer(unit, lines[0], self._scene)
             return out
+
+    def _count_looks(self, lines: list[Line]) -> None:
+        """`video_ingest_motion_*`: the frames the model looked at, their regions, the frames it
+        skipped (lines with `looked`: the camera's motion is on)."""
+        for line in lines:
+            if line.get("status") == 200 and "looked" in line:
+                looked = line["looked"] is not False
+                self._metrics.looked(self._camera, looked, len(line.get("regions") or ()) if looked else 0)
 
     def end(self, now: float, close: bool = False) -> list[Line]:
         """The camera went down (or stops, `close`): every track ends; its zones' `left` events
@@ -131,26 +148,21 @@ class Analytics:
                          self._camera, what, self._failures, type(exc).__name__, exc, exc_info=exc)
 
     def _frame(self, unit: Unit, line: Line, now: float) -> list[Line]:
-        detections = line.get("detections")
+        looked = line.get("looked") is not False
+        detections = line.get("detections") if looked else []
         if not isinstance(detections, list):
             if not self._warned:
                 logger.warning("camera %s: track is on but the answers carry no `detections`: "
                                "serve a detection model (task: detection) to it", self._camera)
                 self._warned = True
             return []
-        events = []
         size = (int(line["width"]), int(line["height"]))
-        where = (unit.session, size)
-        if where != self._where:
-            if self._where is not None:
-                self._tracks.reset()
-                events += self._counting.end()
-            self._where = where
+        events = self._follow((unit.session, size))
         capture = float(line["capture_time"])
         # The stream's own clock (for the tracker and the zones' dwell): a dropped segment is a gap
         # in it; capture times may re-anchor on the wall clock (ingest.cameras.clock) and look like one.
         pts = float(line["pts"])
-        ids = self._tracks.update(detections, pts)
+        ids = self._tracks.update(detections, pts, _in_view(line, size))
         if self._tracks.dropped:
             self._dropped(len(detections))
         events += self._counting.end_tracks(self._tracks.ended)
@@ -163,10 +175,21 @@ class Analytics:
                                    detection.get("class_id")))
             if float(detection.get("score", 1.0)) >= display:
                 written.append({**detection, "track_id": track_id})
-        line["detections"] = written
-        self._show_active(len(tracked))
+        if looked:  # a frame not looked at has no answer to write: it is not a frame without objects
+            line["detections"] = written
+        self._show_active(len(tracked) + self._tracks.frozen)
         events += self._counting.frame(tracked, size, capture, pts)
         return self._stamped(events, now)
+
+    def _follow(self, where: tuple[int, tuple[int, int]]) -> list[Line]:
+        """The tracker follows (connection, frame size) `where`: a new one ends every track first."""
+        events = []
+        if where != self._where:
+            if self._where is not None:
+                self._tracks.reset()
+                events = self._counting.end()
+            self._where = where
+        return events
 
     def _dropped(self, detections: int) -> None:
         """A frame brought more detections than the tracker takes: the rest are counted, and the
@@ -187,3 +210,20 @@ class Analytics:
 
     def _stamped(self, events: list[dict[str, Any]], now: float) -> list[Line]:
         return [{"camera": self._camera, **event, "time": round(now, 6)} for event in events]
+
+
+def _in_view(line: Line, size: tuple[int, int]) -> Regions:
+    """What the model saw of the line's frame, for the tracker: None all of it (no `looked`:
+    motion is off; or a region that covers the frame), `[]` nothing (`looked: false`), else
+    its `regions`."""
+    if "looked" not in line:
+        return None
+    if line["looked"] is False:
+        return []
+    regions = line.get("regions")
+    if not isinstance(regions, list):
+        return None
+    width, height = size
+    if any(x1 <= 0 and y1 <= 0 and x2 >= width and y2 >= height for x1, y1, x2, y2 in regions):
+        return None  # a whole look: tracked as the whole frame, exactly as with motion off
+    return regions

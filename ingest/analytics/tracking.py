@@ -14,12 +14,19 @@ operations over every track together (docs/ingest.md, "Performance", for the fig
 
 Ids are the camera's own, from 1, and never repeat while the camera runs: a reset (a reconnect,
 a new resolution, stream time going back) ends every track, and new tracks get new ids.
+
+Motion first (issue 48): a frame the model looked at only in places (`regions`), or not at all,
+says nothing of the tracks elsewhere. A track out of view that was matched at its last look is
+frozen: not predicted, not aged, not matched, its state as it was, so a parked car keeps its id
+through minutes unlooked at and is matched again at the next look. A track that was looked for
+and missed ages by stream time as always, in view or not: what vanished ends
+`lost_track_seconds` after it was missed, whatever the model looks at meanwhile.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -44,6 +51,9 @@ _COLUMNS = 15
 
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
+#: What the model saw of a frame: boxes (x1, y1, x2, y2) in frame pixels; None: all of it.
+Regions = Sequence[Sequence[float]] | None
 
 
 class Tracks:
@@ -60,6 +70,8 @@ class Tracks:
         ended: the ids of the tracks that the last `update` or `reset` ended (a counting layer
             closes them: their zones' `left`, their sides of lines forgotten).
         dropped: the detections the last `update` left out (over `max_detections`).
+        frozen: the confirmed tracks the last `update` kept as they were, out of its `regions`
+            (still tracked: `video_ingest_tracks_active` counts them).
     """
 
     def __init__(self, lost_track_seconds: float = 1.0, threshold: float = 0.5,
@@ -72,6 +84,7 @@ class Tracks:
         self._issued = 0
         self.ended: list[int] = []
         self.dropped = 0
+        self.frozen = 0
         self._clear()
 
     def _clear(self) -> None:
@@ -101,7 +114,8 @@ class Tracks:
         self._clear()
         return self.ended
 
-    def update(self, detections: Sequence[dict[str, Any]], seconds: float) -> list[int | None]:
+    def update(self, detections: Sequence[dict[str, Any]], seconds: float,
+               regions: Regions = None) -> list[int | None]:
         """The track id of each detection (None: not tracked, e.g. a box seen once, or one past
         `max_detections`: `dropped` counts those).
 
@@ -111,6 +125,9 @@ class Tracks:
             seconds: the frame's stream time: a gap in it is a gap in time, across which tracks
                 are predicted; the same time again is a frame at no distance; an earlier time
                 (the stream started again) ends every track first.
+            regions: what the model saw of the frame, boxes in frame pixels: a track is in view
+                when its box (as last known, or as predicted for this frame) lies wholly inside
+                one of them (`[]`: nothing was in view). None: all of the frame was.
         """
         n = len(detections)
         boxes = np.array([d["box"] for d in detections], dtype=np.float64).reshape(n, 4)
@@ -119,36 +136,59 @@ class Tracks:
         self.dropped = n - len(kept)
         if self.dropped:
             boxes, scores = boxes[kept], scores[kept]
-        ids = self._step(boxes, scores, seconds)
+        ids = self._step(boxes, scores, seconds, regions)
         if self.dropped:
             every = np.zeros(n, dtype=np.int64)
             every[kept] = ids
             ids = every
         return [int(i) or None for i in ids.tolist()]
 
-    def _step(self, boxes: Floats, scores: Floats, seconds: float) -> Ints:
+    def _step(self, boxes: Floats, scores: Floats, seconds: float, regions: Regions) -> Ints:
         """The frame's tracker step: the track id of each box (0: none)."""
-        n = len(boxes)
         ended = self.reset() if self._last is not None and seconds < self._last else []
         elapsed = 1.0 / FPS if self._last is None else seconds - self._last
         self._last = seconds
-        ids = np.zeros(n, dtype=np.int64)
-        if elapsed > 0 and len(self._rows):
-            self._predict(elapsed)
-        ended += self._keep(self._rows[:, _UNSEEN_S] <= self.lost_track_seconds)
-        if n:
-            usable = np.isfinite(boxes).all(axis=1) & np.isfinite(scores)
-            strong = scores >= self.threshold
-            high, low = np.flatnonzero(usable & strong), np.flatnonzero(usable & ~strong)
-            (tracks, found), rest, fresh = _associate(self._rows[:, _POS], boxes[high])
-            self._correct(tracks, boxes[high[found]], high[found], ids)
-            (tracks, found), _, _ = _associate(self._rows[rest, _POS], boxes[low])
-            self._correct(rest[tracks], boxes[low[found]], low[found], ids)
-            self._spawn(boxes[high[fresh]])
+        ids = np.zeros(len(boxes), dtype=np.int64)
+        in_view = self._advance(elapsed, regions)
+        alive = self._rows[:, _UNSEEN_S] <= self.lost_track_seconds
+        ended += self._keep(alive)
+        if len(boxes):
+            self._match(boxes, scores, np.flatnonzero(in_view[alive]), ids)
         rows = self._rows
         ended += self._keep((rows[:, _UNSEEN_S] <= self.lost_track_seconds) & ((rows[:, _ID] > 0) | (rows[:, _MISSED] == 0)))
         self.ended = ended
         return ids
+
+    def _advance(self, elapsed: float, regions: Regions) -> Bools:
+        """Every track `elapsed` seconds on, but those out of `regions` that were matched at their
+        last look (frozen: kept as they were). Returns which tracks are in view: their box as
+        last known or as predicted lies wholly inside a region."""
+        before = self._rows
+        if elapsed > 0 and len(before):
+            self._predict(elapsed)
+        if regions is None:
+            self.frozen = 0
+            return np.ones(len(self._rows), dtype=bool)
+        area = np.array(regions, dtype=np.float64).reshape(-1, 4)
+        # As last known too: a frozen track kept the velocity of its last look, and one step of it
+        # may carry its box out of the region where it starts to move again.
+        in_view = within(before[:, _POS], area) | within(self._rows[:, _POS], area)
+        frozen = ~in_view & (before[:, _MISSED] == 0)
+        self._rows[frozen] = before[frozen]
+        self.frozen = int(np.count_nonzero(frozen & (before[:, _ID] > 0)))
+        return in_view
+
+    def _match(self, boxes: Floats, scores: Floats, looking: Ints, ids: Ints) -> None:
+        """ByteTrack's two associations of the frame's boxes to the tracks `looking` (rows in
+        view), then new tracks from the high-score boxes left."""
+        usable = np.isfinite(boxes).all(axis=1) & np.isfinite(scores)
+        strong = scores >= self.threshold
+        high, low = np.flatnonzero(usable & strong), np.flatnonzero(usable & ~strong)
+        (tracks, found), rest, fresh = _associate(self._rows[looking, _POS], boxes[high])
+        self._correct(looking[tracks], boxes[high[found]], high[found], ids)
+        (tracks, found), _, _ = _associate(self._rows[looking[rest], _POS], boxes[low])
+        self._correct(looking[rest[tracks]], boxes[low[found]], low[found], ids)
+        self._spawn(boxes[high[fresh]])
 
     def _predict(self, elapsed: float) -> None:
         """Every track one step of `elapsed` seconds on: its box by its velocity, its covariance
@@ -232,6 +272,13 @@ def iou(a: Floats, b: Floats) -> Floats:
     union = (ax2 - ax1) * (ay2 - ay1) + (bx2 - bx1) * (by2 - by1) - overlap
     similarity: Floats = np.divide(overlap, union, out=np.zeros_like(overlap), where=union > 0)
     return similarity
+
+
+def within(boxes: Floats, regions: Floats) -> Bools:
+    """`[len(boxes)]`: whether each box (x1, y1, x2, y2) lies wholly inside one of `regions`."""
+    b, r = boxes[:, None, :], regions[None, :, :]
+    inside = (b[..., 0] >= r[..., 0]) & (b[..., 1] >= r[..., 1]) & (b[..., 2] <= r[..., 2]) & (b[..., 3] <= r[..., 3])
+    return cast(Bools, inside.any(axis=1))
 
 
 def _associate(tracks: Floats, boxes: Floats) -> tuple[tuple[Ints, Ints], Ints, Ints]:

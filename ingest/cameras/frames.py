@@ -8,11 +8,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ingest.cameras.clock import CaptureClock
+from ingest.cameras.looking import Looking
 from ingest.cameras.segments import pts_seconds
 from ingest.cameras.units import Unit
 
@@ -65,11 +67,13 @@ class FrameSender:
         corrupt: called for each packet that does not decode, with how many did in a row.
         timing: a packet's time in seconds (default its pts; HTTP MJPEG: its arrival, see
             `arrival_timing`).
+        looking: the camera's motion (a frame where nothing moved is not encoded, nor sent), or None.
     """
 
     def __init__(self, stream: av.VideoStream, fps: float, clock: CaptureClock, issue: Callable[[], int],
                  corrupt: Callable[[int], None] = lambda n: None,
-                 timing: Callable[[av.Packet[Any]], float | None] = pts_seconds) -> None:
+                 timing: Callable[[av.Packet[Any]], float | None] = pts_seconds,
+                 looking: Looking | None = None) -> None:
         self._stream = stream
         self._timing = timing
         self._sampler = Sampler(fps)
@@ -78,6 +82,7 @@ class FrameSender:
         self._corrupt = corrupt
         self._passthrough = stream.codec_context.name == "mjpeg"
         self._failures = 0
+        self._looking = looking
 
     def push(self, packet: av.Packet[Any]) -> list[Unit]:
         """Takes one packet; returns the frames kept from it, encoded."""
@@ -100,8 +105,16 @@ class FrameSender:
         for frame in frames:
             at = float(frame.time) if frame.time is not None and self._timing is pts_seconds else pts
             if self._sampler.keep(at):
-                units.append(self._unit(encode_jpeg(frame), at, arrived))
+                units.append(self._frame(frame, at, arrived))
         return units
+
+    def _frame(self, frame: av.VideoFrame, pts: float, arrived: float) -> Unit:
+        if self._looking is None:
+            return self._unit(encode_jpeg(frame), pts, arrived)
+        look = self._looking.frame(frame, pts)
+        if look.header is None:
+            return replace(self._unit(b"", pts, arrived), still=(frame.width, frame.height, look.boxes, look.lighting))
+        return replace(self._unit(encode_jpeg(frame), pts, arrived), motion=look.header)
 
     def flush(self) -> list[Unit]:
         """Nothing is held back between packets (the decoder's delayed frames are not waited for)."""

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ingest.cameras.backoff import Backoff
 from ingest.cameras.clock import CaptureClock
 from ingest.cameras.frames import FrameSender, arrival_timing
+from ingest.cameras.looking import Looking
 from ingest.cameras.segments import REMUXABLE, Segmenter, pts_seconds
 from ingest.cameras.source import Pacer, open_camera
 from ingest.cameras.units import END_OF_STREAM, Unit
@@ -62,6 +63,8 @@ class Reader:
         self.stop = threading.Event()
         self._renew: str | None = None  # why the connection should be made again (set by the senders)
         self._connections = 0  # connections made
+        settings = camera.effective_motion
+        self._looking = Looking(settings) if settings is not None else None
 
     def renew(self, reason: str) -> None:
         """Asks for a new connection (the stream no longer decodes: a codec change, say)."""
@@ -110,6 +113,8 @@ class Reader:
         stream = container.streams.video[0]
         cutter = self._cutter(stream, container.format.name)
         self._clock.reconnected()
+        if self._looking is not None:
+            self._looking.reconnected()
         self._connections += 1
         self._renew = None
         self._shared.metrics.up(self.camera.name, True)
@@ -130,13 +135,19 @@ class Reader:
                 if pacer is not None:
                     pacer.wait(pts_seconds(packet), self.stop)
                 for unit in cutter.push(packet):
-                    self._emit(replace(unit, session=self._connections))
+                    self._emit(self._stamped(unit))
         finally:
             for unit in cutter.flush():
-                self._emit(replace(unit, session=self._connections))
+                self._emit(self._stamped(unit))
         if self.stop.is_set():
             return None
         return END_OF_STREAM if packets else "the stream ended before its first packet"
+
+    def _stamped(self, unit: Unit) -> Unit:
+        """The unit with its connection and, for a segment with motion on, its `X-Motion`."""
+        if self._looking is not None and unit.content_type == "video/mp2t":
+            return replace(unit, session=self._connections, motion=self._looking.segment(unit.pts))
+        return replace(unit, session=self._connections)
 
     def _cutter(self, stream: av.VideoStream, demuxer: str) -> Cutter:
         camera = self.camera
@@ -150,7 +161,8 @@ class Reader:
                            camera.name, stream.codec_context.name)
         fps = camera.effective_sample_fps or 5.0
         timing = arrival_timing() if demuxer in UNTIMED else pts_seconds
-        return FrameSender(stream, fps, self._clock, self._issue, corrupt=self._corrupt, timing=timing)
+        return FrameSender(stream, fps, self._clock, self._issue, corrupt=self._corrupt, timing=timing,
+                           looking=self._looking)
 
     def _corrupt(self, in_a_row: int) -> None:
         self._dropped("corrupt")

@@ -25,6 +25,9 @@ class Unit:
             with each connection.
         preview: the segment remuxed into fragmented MP4 for the web view (`ingest.web.view`), made
             only while someone watches the camera; None otherwise.
+        motion: `X-Motion` (`ingest.cameras.looking`), or None (motion off).
+        still: a frames-mode frame nobody needs to look at, not sent: its (width, height), motion
+            boxes and whether lighting changed; None for a unit to send.
     """
 
     seq: int
@@ -37,6 +40,8 @@ class Unit:
     frame_times: tuple[tuple[float, float], ...] = ()
     session: int = 0
     preview: bytes | None = None
+    motion: str | None = None
+    still: tuple[int, int, tuple[tuple[int, int, int, int], ...], bool] | None = None
 
     def capture_at(self, pts: float) -> float:
         """The capture time of the unit's frame nearest to stream time `pts`."""
@@ -50,4 +55,6 @@ class Unit:
                "X-Capture-Time": f"{self.capture_time:.6f}"}
         if self.sample_fps:
             out["X-Sample-Fps"] = f"{self.sample_fps:g}"
+        if self.motion is not None:
+            out["X-Motion"] = self.motion
         return out

@@ -40,11 +40,19 @@ class Metrics:
                                    ["camera", "zone", "label"], registry=r)
         self._crossings = Counter("video_ingest_line_crossings", "tracks that crossed the line",
                                   ["camera", "line", "direction", "label"], registry=r)
-        self._tracks = Gauge("video_ingest_tracks_active", "tracked objects in the latest answered frame",
-                             ["camera"], registry=r)
+        self._tracks = Gauge("video_ingest_tracks_active", "tracked objects in the latest answered frame (with "
+                             "motion on, those out of what the model looked at too)", ["camera"], registry=r)
         self._detections_dropped = Counter("video_ingest_detections_dropped",
                                            "detections past the tracker's cap a frame (the lowest-scoring; "
                                            "not tracked, written nor counted)", ["camera"], registry=r)
+        self._motion_frames = Counter("video_ingest_motion_frames",
+                                      "frames of a camera with motion on the model looked at (true) or skipped, "
+                                      "nothing having moved (false: model frames saved)", ["camera", "looked"],
+                                      registry=r)
+        self._motion_regions = Counter("video_ingest_motion_regions",
+                                       "regions the model looked at (a whole frame is one; per looked frame: "
+                                       "this / video_ingest_motion_frames_total{looked=\"true\"})", ["camera"],
+                                       registry=r)
         self._analytics_errors = Counter("video_ingest_analytics_errors",
                                          "frames a stage of tracking and counting failed on (a bug; logged)",
                                          ["camera", "stage"], registry=r)
@@ -138,6 +146,12 @@ class Metrics:
     def detections_dropped(self, camera: str, count: int) -> None:
         """`count` detections of a frame past the tracker's cap (`ingest.analytics.tracking.MAX_DETECTIONS`)."""
         self._child(self._detections_dropped, camera).inc(count)
+
+    def looked(self, camera: str, looked: bool, regions: int) -> None:
+        """A frame of a camera with motion on: looked at in `regions` regions, or skipped (`looked` false)."""
+        self._child(self._motion_frames, camera, "true" if looked else "false").inc()
+        if looked:
+            self._child(self._motion_regions, camera).inc(regions)
 
     def analytics_error(self, camera: str, stage: str) -> None:
         """A stage (tracking, zone, line, snapshot) failed on a frame."""

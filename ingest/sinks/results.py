@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ingest.cameras.client import Answer
 from ingest.cameras.units import Unit
 
 _ANSWERS = ("outputs", "detections", "classes", "segments")
+#: What the handler says of a frame when the camera's motion is on (`X-Motion`; issue 48).
+_MOTION = ("looked", "regions", "motion", "lighting")
 
 
 def result_lines(camera: str, unit: Unit, answer: Answer, now: float) -> list[dict[str, Any]]:
@@ -35,11 +38,32 @@ def result_lines(camera: str, unit: Unit, answer: Answer, now: float) -> list[di
         line = {"camera": camera, "segment": unit.seq, "pts": round(unit.pts + offset, 6),
                 "capture_time": round(capture, 6), "status": 200, "width": frame.get("width"),
                 "height": frame.get("height")}
-        # The answer as the server gave it: `outputs` (task: raw), or `detections`, `classes`, `segments`.
-        line.update({key: value for key, value in frame.items() if key in _ANSWERS})
+        # The answer as the server gave it: `outputs` (task: raw), or `detections`, `classes`, `segments`;
+        # with motion on, what the model looked at (a frame with `looked: false` has no answer).
+        line.update({key: value for key, value in frame.items() if key in _ANSWERS or key in _MOTION})
         line["latency_ms"] = round((now - capture) * 1000, 1)
         lines.append(line)
     return lines
+
+
+def unlooked_line(camera: str, unit: Unit, width: int, height: int, motion: Sequence[Sequence[int]],
+                  now: float) -> dict[str, Any]:
+    """The line of a frame the bridge did not send (frames mode, motion on, nothing worth a look):
+    a 200 the model never saw, so `looked: false` and no `detections` (it is not a frame without
+    objects: the tracker keeps its tracks as they were).
+
+    Args:
+        camera: the camera's name.
+        unit: the frame, as it would have been sent (its `seq`, `pts`, `capture_time`, `session`).
+        width: the frame's width, pixels.
+        height: the frame's height, pixels.
+        motion: the motion boxes found in it (x1, y1, x2, y2), frame pixels; `[]` for none.
+        now: the wall clock when it was decided.
+    """
+    return {"camera": camera, "segment": unit.seq, "pts": round(unit.pts, 6),
+            "capture_time": round(unit.capture_time, 6), "status": 200, "width": width, "height": height,
+            "looked": False, "regions": [], "motion": [[int(v) for v in box] for box in motion],
+            "latency_ms": round((now - unit.capture_time) * 1000, 1)}
 
 
 def _error(camera: str, unit: Unit, answer: Answer, now: float) -> dict[str, Any]:

@@ -175,3 +175,30 @@ def test_a_key_refused_after_a_reread_is_logged_once_per_change(tmp_path, caplog
             "answered 400 until it does (--token-file: TorchServe's key_file.json)")
     back = f"TorchServe accepts the key from {tmp_path / 'key_file.json'} again"
     assert said == [("WARNING", none), ("INFO", back), ("WARNING", none)]
+
+
+def test_what_the_model_looked_at_is_copied_into_the_lines_and_a_frame_not_sent_has_its_own_line():
+    """Motion first (issue 48): `looked`, `regions`, `motion` and `lighting` go from each frame of
+    the answer into its line; a frame not looked at has no `detections` (not a frame without
+    objects), and neither has the line of a frame the bridge did not send."""
+    from ingest.cameras.client import Answer
+    from ingest.cameras.units import Unit
+    from ingest.sinks.results import result_lines, unlooked_line
+
+    unit = Unit(7, b"", "video/mp2t", 1000.0, 2.0, 2, frame_times=((2.0, 1000.0), (2.5, 1000.5)), session=1)
+    looked = {"pts": 0.0, "width": 160, "height": 96, "looked": True, "regions": [[0, 0, 160, 96]],
+              "motion": [[10, 20, 30, 40]], "lighting": True, "detections": []}
+    skipped = {"pts": 0.5, "width": 160, "height": 96, "looked": False, "regions": [], "motion": []}
+    first, second = result_lines("dock", unit, Answer(200, {"frames": [looked, skipped]}), 1001.0)
+    assert {k: first[k] for k in ("looked", "regions", "motion", "lighting", "detections")} == {
+        "looked": True, "regions": [[0, 0, 160, 96]], "motion": [[10, 20, 30, 40]], "lighting": True, "detections": []}
+    assert second == {"camera": "dock", "segment": 7, "pts": 2.5, "capture_time": 1000.5, "status": 200,
+                      "width": 160, "height": 96, "looked": False, "regions": [], "motion": [], "latency_ms": 500.0}
+    [plain] = result_lines("dock", unit, Answer(200, {"frames": [{"pts": 0.0, "width": 160, "height": 96,
+                                                                  "detections": []}]}), 1001.0)
+    assert not plain.keys() & {"looked", "regions", "motion", "lighting"}  # motion off: the lines of today
+    frame = Unit(8, b"", "image/jpeg", 1002.0, 4.0, 1, session=1)
+    assert unlooked_line("dock", frame, 160, 96, [(1, 2, 3, 4)], 1002.25) == {
+        "camera": "dock", "segment": 8, "pts": 4.0, "capture_time": 1002.0, "status": 200, "width": 160,
+        "height": 96, "looked": False, "regions": [], "motion": [[1, 2, 3, 4]], "latency_ms": 250.0}
+    assert strict(json.dumps(second)) == second

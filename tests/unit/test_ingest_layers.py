@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.support import ROOT
 
 PROJECT = ("handler", "loadgen", "autotune", "tskeys", "tsutil", "ingest", "bench")
-ALLOWED = {"ingest", "tskeys", "tsutil", "handler.errors", "handler.formats"}
+ALLOWED = {"ingest", "tskeys", "tsutil", "handler.errors", "handler.formats", "handler.motion"}
 
 
 def _imports(path: Path) -> set[str]:

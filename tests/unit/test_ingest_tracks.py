@@ -286,3 +286,35 @@ def test_a_reload_that_changes_a_zones_anchors_judges_by_the_new_ones():
     assert [e["event"] for e in counting.frame(across, (200, 100), 0.1)] == ["entered"]
     counting.reconfigure([Zone("top", top, anchors=(Anchor.TOP_CENTER, Anchor.BOTTOM_LEFT))], [])
     assert [e["event"] for e in counting.frame(across, (200, 100), 0.2)] == ["left"]
+
+
+def test_a_track_out_of_the_regions_is_frozen_and_one_missed_ages_by_stream_time():
+    """Motion first (issue 48): a track out of view that was matched at its last look keeps its
+    state bit for bit (no predict, no aging, no match) however long; one looked for and missed
+    ages as ever, and ends `lost_track_seconds` after the miss even while nothing is in view."""
+    tracks = Tracks(lost_track_seconds=0.45)
+    for n in range(3):
+        tracks.update(moving(n), n / 30)
+    first, second = moving(3)
+    around_first = [[first["box"][0] - 20, 80, first["box"][2] + 20, 170]]  # the second box is outside
+    assert tracks.update([first], 3 / 30, around_first) == [1]
+    assert tracks.frozen == 1
+    held = tracks._rows[1].copy()
+    for n in range(4, 124):  # 4 s with nothing in view: both frozen (both were matched at their last look)
+        assert tracks.update([], n / 30, []) == [] and tracks.ended == []
+    assert np.array_equal(tracks._rows[1], held) and tracks.frozen == 2
+    assert tracks.update([second], 124 / 30) == [2]  # the next whole look: it is still there; the first is missed
+    ended_at = next(n for n in range(125, 200) if tracks.update([], n / 30, []) == [] and tracks.ended)
+    assert tracks.ended == [1] and ended_at == 124 + 13  # unseen 14 / 30 s > 0.45 s after the miss
+    assert tracks.frozen == 1 and tracks.update([second], 200 / 30, around_first) == [None]  # out of view: not matched
+
+
+def test_a_whole_frame_region_list_is_the_whole_frame_and_detections_match_only_tracks_in_view():
+    tracks = Tracks()
+    for n in range(3):
+        tracks.update(moving(n), n / 30)
+    assert tracks.update(moving(3), 3 / 30, [[0, 0, 2000, 2000]]) == [1, 2] and tracks.frozen == 0
+    first, second = moving(4)
+    # The region holds the second box, not the first's track: the first's box, seen there anyway, starts a track.
+    assert tracks.update([first, second], 4 / 30, [[500, 200, 800, 500]]) == [None, 2]
+    assert tracks.frozen == 1 and len(tracks._rows) == 3
