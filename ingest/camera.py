@@ -82,7 +82,8 @@ class CameraWorker:
         out = self._analytics.release(unit, lines, self._shared.now())
         self._shared.lines.write(out)
         if self._shared.view is not None:
-            self._shared.view.released(self.camera.name, unit, out)
+            shown = None if unit is not None and unit.still is not None and not unit.body else unit  # no picture
+            self._shared.view.released(self.camera.name, shown, out)
 
     @property
     def finished(self) -> bool:

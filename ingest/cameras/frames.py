@@ -67,13 +67,15 @@ class FrameSender:
         corrupt: called for each packet that does not decode, with how many did in a row.
         timing: a packet's time in seconds (default its pts; HTTP MJPEG: its arrival, see
             `arrival_timing`).
-        looking: the camera's motion (a frame where nothing moved is not encoded, nor sent), or None.
+        looking: the camera's motion (a frame where nothing moved is not sent, nor encoded unless
+            `preview` says someone watches the camera), or None.
+        preview: whether the web view shows the camera now.
     """
 
     def __init__(self, stream: av.VideoStream, fps: float, clock: CaptureClock, issue: Callable[[], int],
                  corrupt: Callable[[int], None] = lambda n: None,
                  timing: Callable[[av.Packet[Any]], float | None] = pts_seconds,
-                 looking: Looking | None = None) -> None:
+                 looking: Looking | None = None, preview: Callable[[], bool] = lambda: False) -> None:
         self._stream = stream
         self._timing = timing
         self._sampler = Sampler(fps)
@@ -83,6 +85,7 @@ class FrameSender:
         self._passthrough = stream.codec_context.name == "mjpeg"
         self._failures = 0
         self._looking = looking
+        self._preview = preview
 
     def push(self, packet: av.Packet[Any]) -> list[Unit]:
         """Takes one packet; returns the frames kept from it, encoded."""
@@ -112,8 +115,9 @@ class FrameSender:
         if self._looking is None:
             return self._unit(encode_jpeg(frame), pts, arrived)
         look = self._looking.frame(frame, pts)
-        if look.header is None:
-            return replace(self._unit(b"", pts, arrived), still=(frame.width, frame.height, look.boxes, look.lighting))
+        if look.header is None:  # not sent: its picture only for the web view, when watched
+            body = encode_jpeg(frame) if self._preview() else b""
+            return replace(self._unit(body, pts, arrived), still=(frame.width, frame.height, look.boxes, look.lighting))
         return replace(self._unit(encode_jpeg(frame), pts, arrived), motion=look.header)
 
     def flush(self) -> list[Unit]:

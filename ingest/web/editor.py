@@ -1,4 +1,5 @@
-"""The web view's zone and line editor: a camera's `zones` and `lines` written into the camera list.
+"""The web view's zone and line editor: a camera's `zones`, `lines` and motion masks (`motion: {mask:
+...}`, its other motion settings kept) written into the camera list.
 
 The file is edited as a round trip (ruamel.yaml): its comments, order and quoting stay; a shape
 that did not change keeps its own text. The new text is checked by the bridge's own check of a
@@ -22,7 +23,7 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,12 +32,12 @@ import yaml
 
 from ingest import config
 from ingest.analytics import scene
-from ingest.config import ConfigError
+from ingest.config import Camera, ConfigError
 
 logger = logging.getLogger(__name__)
 
-#: The bridge's check of a parsed camera list: raises ConfigError with its message.
-Check = Callable[[Any], object]
+#: The bridge's check of a parsed camera list: its cameras, or ConfigError with its message.
+Check = Callable[[Any], Sequence[Camera]]
 _KINDS = {400: "InvalidScene", 403: "NotWritable", 409: "ReadOnly", 500: "WriteFailed"}
 
 
@@ -118,24 +119,30 @@ class Editor:
             return seen.problem
         return None if camera in seen.names else self._not_listed(camera)
 
-    def save(self, camera: str, zones: Any, lines: Any, version: str | None = None) -> str:
-        """Makes `zones` and `lines` (lists of mappings, as in the YAML) the camera's own.
+    def save(self, camera: str, zones: Any, lines: Any, version: str | None = None, mask: Any = None) -> str:
+        """Makes `zones` and `lines` (lists of mappings, as in the YAML) the camera's own, and
+        `mask` its motion masks (its other motion settings kept).
 
         Args:
             version: the file's version the change was made from (None: not checked).
+            mask: polygons of [x, y] fractions of the frame, as `motion: {mask: ...}` holds them
+                (None: the camera's masks stay as they are).
 
         Returns:
             The file's new version.
 
         Raises:
             EditError: 409 for a read-only camera or a file changed since `version`; 400, with the
-                bridge's message, for a list that would not start; 403 for a file that cannot be written.
+                bridge's message, for a list that would not start or masks for a camera with motion
+                off; 403 for a file that cannot be written.
         """
         if self.path is None:
             raise EditError(409, str(self.read_only(camera)))
         for key, value in (("zones", zones), ("lines", lines)):
             if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
                 raise EditError(400, f"{key} must be a list of mappings, each with a `name`")
+        if mask is not None and not (isinstance(mask, list) and all(isinstance(p, list) for p in mask)):
+            raise EditError(400, "motion_mask must be a list of polygons, each a list of [x, y] fractions of the frame")
         with self._lock:
             text = self._text()
             if version is not None and version != version_of(text):
@@ -144,14 +151,36 @@ class Editor:
                 raise EditError(409, f"{self.path} changed since this page read it (another tab or a hand edit): "
                                      "reload the camera's scene and make the change again", "Conflict")
             document, indent, offset = self._parse(text)
-            new = _edited(document, self._entry(document, camera), zones, lines, indent, offset)
-            try:
-                self._check(yaml.safe_load(new))
-            except (ConfigError, yaml.YAMLError) as exc:
-                raise EditError(400, str(exc)) from None
+            entry = self._entry(document, camera)
+            if mask:
+                self._motion_on(camera, text)
+            new = _edited(document, entry, zones, lines, indent, offset, mask)
+            self._checked(new)
             _replace(self.path, new)
             self._seen = _snapshot((document, indent, offset), new)
             return self._seen.version
+
+    def _checked(self, text: str) -> Sequence[Camera]:
+        """The cameras of `text`, as the bridge would run them.
+
+        Raises:
+            EditError: 400 with the bridge's message.
+        """
+        try:
+            return self._check(yaml.safe_load(text))
+        except (ConfigError, yaml.YAMLError) as exc:
+            raise EditError(400, str(exc)) from None
+
+    def _motion_on(self, camera: str, text: str) -> None:
+        """Refuses masks for a camera whose motion is off now: a mask written there would turn
+        motion on (a `motion:` mapping is on), which is a choice for the camera list, not the editor.
+
+        Raises:
+            EditError: 400 naming the setting to change.
+        """
+        if any(c.name == camera and c.effective_motion is None for c in self._checked(text)):
+            raise EditError(400, f"camera {camera!r}: motion is off (`motion: off`, or a file's default): masks "
+                                 f"apply when motion is on: set `motion: on` for it in {self.path} first")
 
     def _text(self) -> str:
         assert self.path is not None
@@ -194,13 +223,15 @@ def _snapshot(parsed: tuple[Any, int | None, int | None], text: str) -> Snapshot
 
 
 def _edited(document: Any, entry: Any, zones: list[Any], lines: list[Any], indent: int | None,
-            offset: int | None) -> str:
+            offset: int | None, mask: list[list[Any]] | None = None) -> str:
     """The file's new text: the entry's zones and lines replaced (an empty list kept where the
-    `defaults:` would otherwise give the camera theirs)."""
+    `defaults:` would otherwise give the camera theirs), and its motion masks (None: kept)."""
     defaults = document.get("defaults") if isinstance(document, Mapping) else None
     for key, value in (("zones", zones), ("lines", lines)):
         inherited = isinstance(defaults, Mapping) and bool(defaults.get(key))
         _put(entry, key, value, inherited)
+    if mask is not None:
+        _put_mask(entry, defaults, mask)
     return _dump(document, indent or 2, offset or 0)
 
 
@@ -240,16 +271,53 @@ def _plain(node: Any) -> Any:
 
 def _node(shape: Mapping[str, Any]) -> Any:
     """A new shape as YAML: its points and lists on one line each."""
+    from ruamel.yaml.comments import CommentedMap
+
+    return CommentedMap((k, _flow(v)) for k, v in shape.items())
+
+
+def _flow(value: Any) -> Any:
+    """A list as YAML on one line (its lists inside it too)."""
+    from ruamel.yaml.comments import CommentedSeq
+
+    if not isinstance(value, list):
+        return value
+    seq = CommentedSeq(_flow(v) for v in value)
+    seq.fa.set_flow_style()
+    return seq
+
+
+def _put_mask(entry: Any, defaults: Any, mask: list[list[Any]]) -> None:
+    """The camera's motion masks made `mask` (a polygon a line), its other motion settings kept:
+    its own `motion:` mapping edited in place, or one made from the `defaults:`' mapping (a
+    camera's own `motion:` replaces theirs whole); masks unchanged keep their text."""
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-    def flow(value: Any) -> Any:
-        if not isinstance(value, list):
-            return value
-        seq = CommentedSeq(flow(v) for v in value)
-        seq.fa.set_flow_style()
-        return seq
+    own = entry.get("motion")
+    if not isinstance(own, Mapping):
+        if not mask:
+            return  # nothing to write: `motion: on`, or no key, stays as it is
+        inherited = defaults.get("motion") if isinstance(defaults, Mapping) and own is None else None
+        own = _node(_plain(inherited)) if isinstance(inherited, Mapping) else CommentedMap()
+        entry["motion"] = own
+    if _same_mask(own.get("mask"), mask):
+        return
+    if mask:
+        own["mask"] = CommentedSeq(_flow(polygon) for polygon in mask)
+        return
+    own.pop("mask", None)
+    if not own:
+        entry["motion"] = True  # `motion: {mask: ...}` less its masks: on, with every default
 
-    return CommentedMap((k, flow(v)) for k, v in shape.items())
+
+def _same_mask(before: Any, after: list[list[Any]]) -> bool:
+    def numbers(mask: Any) -> Any:
+        return [[[float(x), float(y)] for x, y in polygon] for polygon in mask]
+
+    try:
+        return bool(before is not None and numbers(before) == numbers(after))
+    except (TypeError, ValueError):
+        return False
 
 
 def _yaml(indent: int, offset: int) -> Any:

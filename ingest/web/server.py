@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ingest.analytics.scene import Line, Shape, Zone
-from ingest.config import ConfigError
+from ingest.config import Camera, ConfigError
 from ingest.sinks.output import strict_json
 from ingest.web.access import Token
 from ingest.web.editor import EditError, Editor
@@ -84,6 +84,15 @@ def scene_json(scene: Any) -> dict[str, Any]:
 
     return {"zones": [zone(z) for z in scene.zones], "lines": [line(x) for x in scene.lines], "track": scene.track,
             "snapshot_seconds": scene.snapshot_seconds}
+
+
+def motion_json(camera: Camera) -> dict[str, Any]:
+    """Whether the camera looks for motion, and its motion masks (polygons, as in the YAML) for the
+    editor to draw: a camera with motion off has none to draw (masks apply when motion is on)."""
+    settings = camera.effective_motion
+    if settings is None:
+        return {"on": False, "mask": []}
+    return {"on": True, "mask": [[list(point) for point in polygon] for polygon in settings.mask]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,8 +320,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _scene(self, view: CameraView) -> dict[str, Any]:
         assert view.camera is not None
         reason = self.web.editor.read_only(view.name)  # from what the editor last read: no file read here
-        return {**scene_json(view.camera.scene), "editable": reason is None, "read_only_reason": reason,
-                "version": self.web.editor.version}
+        return {**scene_json(view.camera.scene), "motion": motion_json(view.camera), "editable": reason is None,
+                "read_only_reason": reason, "version": self.web.editor.version}
 
     def _live(self, query: dict[str, list[str]]) -> None:
         """`?cameras=a,b&after=12,-1&stills=0,1`: the next picture of each, in one long poll."""
@@ -336,11 +345,12 @@ class _Handler(BaseHTTPRequestHandler):
             version = body.get("version")
             if version is not None and not isinstance(version, str):
                 raise EditError(400, "version must be the scene's `version`, as it came")
-            saved = self.web.editor.save(found[1], body.get("zones", []), body.get("lines", []), version)
+            saved = self.web.editor.save(found[1], body.get("zones", []), body.get("lines", []), version,
+                                         body.get("motion_mask"))
         except EditError as exc:
             self._error(exc.status, exc.kind, str(exc))
             return
-        logger.info("web view: camera %s's zones and lines saved to %s", found[1], self.web.editor.path)
+        logger.info("web view: camera %s's zones, lines and motion masks saved to %s", found[1], self.web.editor.path)
         self._json(200, {"saved": True, "version": saved, "message": "saved; the bridge applies it within a "
                                                                      "second, without reconnecting the camera"})
 

@@ -51,6 +51,13 @@ _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 _COUNTED = ("entered", "left", "crossed")
 _EVENT_FIELDS = ("event", "event_id", "time", "zone", "line", "track_id", "label", "direction", "dwell_s")
 _BOX_FIELDS = ("box", "label", "track_id", "score", "class_id")
+#: What a line says of motion (issue 48), copied to the page only when the line has it: lines of a
+#: camera with motion off stay as small as before.
+_MOTION_FIELDS = ("looked", "lighting")
+_MOTION_BOXES = ("regions", "motion")
+#: Motion boxes and regions a frame sends the page at most: a header stays small whatever a
+#: noisy picture finds (the page draws them; the results file keeps them all).
+MOTION_BOXES = 64
 
 Line = dict[str, Any]
 
@@ -108,8 +115,19 @@ def mp4_codec(preview: bytes) -> str:
 def _frames(lines: Sequence[Line]) -> list[dict[str, Any]]:
     """The answered frames of a unit's lines, with only what the page draws."""
     return [{"pts": line["pts"], "width": line.get("width"), "height": line.get("height"),
-             "detections": [{k: d[k] for k in _BOX_FIELDS if k in d} for d in line.get("detections") or []]}
+             "detections": [{k: d[k] for k in _BOX_FIELDS if k in d} for d in line.get("detections") or []],
+             **_motion(line)}
             for line in lines if "event" not in line and line.get("status") == 200]
+
+
+def _motion(line: Line) -> dict[str, Any]:
+    """What a line says of motion, for the page's motion overlay: `looked`, `lighting`, and its
+    `regions` and `motion` boxes (at most `MOTION_BOXES` each); nothing for a line without them."""
+    out: dict[str, Any] = {k: line[k] for k in _MOTION_FIELDS if k in line}
+    for key in _MOTION_BOXES:
+        if isinstance(line.get(key), list):
+            out[key] = line[key][:MOTION_BOXES]
+    return out
 
 
 def _events(lines: Sequence[Line]) -> list[dict[str, Any]]:

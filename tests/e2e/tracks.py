@@ -51,7 +51,7 @@ def tally(ingest: Ingest, camera: str, first_connection: bool = False) -> Counte
 
 def first_ids(ingest: Ingest, camera: str) -> set[int]:
     runs = connections(ingest.answers(camera))
-    return {d["track_id"] for a in runs[0] for d in a["detections"]} if runs else set()
+    return {d["track_id"] for a in runs[0] for d in a.get("detections", [])} if runs else set()
 
 
 def all_left(ingest: Ingest, camera: str) -> bool:
@@ -64,7 +64,7 @@ def all_left(ingest: Ingest, camera: str) -> bool:
 def track_ids(answers: list[dict], label: str) -> list[int]:
     """The track ids `label` got in the frames answered 200 (an error line, e.g. a frame the busy
     machine answered 504 StaleFrame, has no detections)."""
-    return [d["track_id"] for a in answers if a["status"] == 200 for d in a["detections"] if d["label"] == label]
+    return [d["track_id"] for a in answers if a["status"] == 200 for d in a.get("detections", []) if d["label"] == label]
 
 
 def connections(answers: list[dict]) -> list[list[dict]]:

@@ -47,7 +47,8 @@ def test_views_of_every_scene_parse_nothing_and_a_hand_edit_is_read_once_and_sho
                   {"name": "yard", "polygon": [[0.5, 0.1], [0.9, 0.1], [0.9, 0.9]], "anchor": ["bottom_center"]}],
         "lines": [{"name": "gate", "from": [0.5, 0.0], "to": [0.5, 1.0],
                    "anchors": ["top_left", "top_right", "bottom_left", "bottom_right"], "min_frames": 1}],
-        "track": True, "snapshot_seconds": 10.0, "editable": True, "read_only_reason": None,
+        "track": True, "snapshot_seconds": 10.0, "motion": {"on": True, "mask": []}, "editable": True,
+        "read_only_reason": None,
         "version": version_of(config.read_text())}
     edited = config.read_text().replace("  - name: cam-7\n", "  - name: cam-8\n")  # a hand edit: renamed
     config.write_text(edited)

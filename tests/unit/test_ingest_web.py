@@ -98,6 +98,78 @@ def test_an_invalid_shape_answers_the_bridges_message_and_changes_nothing(camera
     assert [p.name for p in camera_list.parent.iterdir()] == ["cameras.yaml"]  # no temporary file left
 
 
+MOTION_LIST = """\
+defaults:
+  motion: {threshold: 40, refresh_seconds: 5}
+cameras:
+  - name: dock
+    url: rtsp://dock.example/s
+    motion:
+      threshold: 25   # the dock's light flickers
+      frame_height: 180
+  - name: lobby
+    url: rtsp://lobby.example/s
+  - name: yard
+    url: rtsp://yard.example/s
+    motion: off
+  - name: gate
+    url: rtsp://gate.example/s
+    motion: {mask: [[[0, 0], [0.1, 0], [0.1, 0.1]]]}
+"""
+CLOCK = [[0.0, 0.0], [0.25, 0.0], [0.25, 0.1], [0.0, 0.1]]
+TREES = [[0.6, 0.5], [1.0, 0.5], [1.0, 1.0]]
+
+
+@pytest.fixture
+def motion_list(tmp_path):
+    path = tmp_path / "cameras.yaml"
+    path.write_text(MOTION_LIST)
+    return path
+
+
+def _mask(path, name):
+    motion = next(c for c in config.load(path, {}) if c.name == name).effective_motion
+    return [[list(p) for p in polygon] for polygon in motion.mask], motion
+
+
+def test_a_motion_mask_is_saved_into_the_cameras_motion_keeping_its_other_settings(motion_list):
+    Editor(motion_list, {}).save("dock", [], [], mask=[CLOCK, TREES])
+    text = motion_list.read_text()
+    assert text == MOTION_LIST.replace("      frame_height: 180\n", "      frame_height: 180\n      mask:\n"
+                                       "        - [[0.0, 0.0], [0.25, 0.0], [0.25, 0.1], [0.0, 0.1]]\n"
+                                       "        - [[0.6, 0.5], [1.0, 0.5], [1.0, 1.0]]\n")
+    mask, motion = _mask(motion_list, "dock")
+    assert mask == [CLOCK, TREES] and motion.threshold == 25 and motion.frame_height == 180
+    Editor(motion_list, {}).save("dock", [], [])  # no mask given: the masks stay
+    assert motion_list.read_text() == text
+    Editor(motion_list, {}).save("dock", [], [], mask=[TREES])
+    assert _mask(motion_list, "dock")[0] == [TREES] and "# the dock's light flickers" in motion_list.read_text()
+
+
+def test_a_mask_for_a_camera_with_the_defaults_motion_keeps_the_defaults_settings(motion_list):
+    Editor(motion_list, {}).save("lobby", [], [], mask=[CLOCK])
+    mask, motion = _mask(motion_list, "lobby")
+    assert mask == [CLOCK] and motion.threshold == 40 and motion.refresh_seconds == 5
+    Editor(motion_list, {}).save("lobby", [], [], mask=[])
+    mask, motion = _mask(motion_list, "lobby")
+    assert mask == [] and motion.threshold == 40 and "mask" not in motion_list.read_text().split("name: lobby")[1].split("name: yard")[0]
+    Editor(motion_list, {}).save("gate", [], [], mask=[])
+    assert motion_list.read_text().endswith("  - name: gate\n    url: rtsp://gate.example/s\n    motion: true\n")
+    assert _mask(motion_list, "gate")[0] == []  # no mask left: on, with every default
+
+
+def test_a_mask_for_a_camera_with_motion_off_is_refused_and_changes_nothing(motion_list):
+    with pytest.raises(EditError) as raised:
+        Editor(motion_list, {}).save("yard", [], [], mask=[CLOCK])
+    assert raised.value.status == 400 and str(raised.value) == (
+        f"camera 'yard': motion is off (`motion: off`, or a file's default): masks apply when motion is on: "
+        f"set `motion: on` for it in {motion_list} first")
+    Editor(motion_list, {}).save("yard", [], [], mask=[])  # none: nothing to refuse, nothing turned on
+    assert motion_list.read_text() == MOTION_LIST
+    with pytest.raises(EditError, match="motion_mask must be a list of polygons"):
+        Editor(motion_list, {}).save("dock", [], [], mask="clock")
+
+
 def test_cameras_without_a_list_entry_are_read_only_with_the_reason(camera_list):
     assert "start with --config" in Editor(None).read_only("gate-1")
     editor = Editor(camera_list, ENV)
@@ -161,6 +233,25 @@ def test_a_viewer_gets_each_fragment_in_turn_and_jumps_to_the_newest_when_behind
     assert head["camera"] == "dock" and size == 3 and first.data[8 + length:] == b"mp4"
     assert head["frames"][0]["detections"] == [{"box": [1, 2, 3, 4], "label": "person", "track_id": 7, "score": 0.9}]
     assert camera.next(first.seq, stills=False) is None  # nothing newer
+    camera.close()
+
+
+def test_a_frames_motion_reaches_the_page_only_when_its_line_has_it_and_bounded():
+    camera = CameraView("dock")
+    _watched(camera)
+    noisy = [[i, i, i + 2, i + 2] for i in range(view.MOTION_BOXES + 10)]
+    lines = [{**_frame_line(0), "looked": True, "regions": [[0, 0, 960, 540]], "motion": noisy, "lighting": True},
+             {**_frame_line(0), "pts": 0.5, "looked": False, "regions": [], "motion": []},
+             {**_frame_line(0), "pts": 0.9}]  # motion off: the line as before
+    del lines[1]["detections"]  # not looked at: no answer of the model (not a frame without objects)
+    camera.released(_unit(0), lines)
+    _wait_for(lambda: camera.next(-1, False) is not None)
+    looked, skipped, plain = camera.next(-1, False).header["frames"]
+    assert looked["looked"] is True and looked["lighting"] is True and looked["regions"] == [[0, 0, 960, 540]]
+    assert looked["motion"] == noisy[:view.MOTION_BOXES]
+    assert skipped == {"pts": 0.5, "width": 1920, "height": 1080, "detections": [], "looked": False,
+                       "regions": [], "motion": []}
+    assert set(plain) == {"pts", "width", "height", "detections"}
     camera.close()
 
 
@@ -256,6 +347,7 @@ def test_the_api_answers_401_without_the_token_404_for_no_camera_and_403_for_ano
     assert requests.get(base + "/api/cameras", headers={**auth, "Host": "evil.example"}, timeout=5).status_code == 403
     scene = requests.get(base + "/api/cameras/dock/scene", headers=auth, timeout=5).json()
     assert scene["editable"] and scene["zones"][0]["polygon"][0] == [10.0, 20.0]
+    assert scene["motion"] == {"on": True, "mask": []}  # a live camera: motion on by default
     saved = requests.put(base + "/api/cameras/dock/scene", headers=auth, timeout=5,
                          json={"zones": [], "lines": [{"name": "g", "from": [0, 0], "to": [0, 0]}]})
     assert saved.status_code == 400 and saved.json()["type"] == "InvalidScene"

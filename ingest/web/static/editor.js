@@ -1,6 +1,8 @@
-// The zone and line editor of the large camera: draw on the picture, name, choose classes, save.
-// Points are fractions of the frame (they follow a resolution change). The bridge checks the
-// camera list with its own code and answers its own message when a shape is wrong.
+// The zone, line and motion mask editor of the large camera: draw on the picture, name, choose
+// classes, save. Points are fractions of the frame (they follow a resolution change). The bridge
+// checks the camera list with its own code and answers its own message when a shape is wrong.
+// Motion masks (polygons where no motion is counted) have no name or classes; they are saved into
+// the camera's `motion: {mask: ...}`, its other motion settings kept, and only while motion is on.
 "use strict";
 
 class Editor {
@@ -8,10 +10,12 @@ class Editor {
     this.tile = null;
     this.zones = [];
     this.lines = [];
-    this.kind = null;   // "zone" or "line" while drawing
+    this.masks = [];    // motion masks: polygons of [x, y] fractions of the frame
+    this.kind = null;   // "zone", "line" or "mask" while drawing
     this.$ = (id) => document.getElementById(id);
     this.$("draw-zone").addEventListener("click", () => this.begin("zone"));
     this.$("draw-line").addEventListener("click", () => this.begin("line"));
+    this.$("draw-mask").addEventListener("click", () => this.begin("mask"));
     this.$("cancel").addEventListener("click", () => this.end());
     this.$("add").addEventListener("click", () => this.add());
     this.$("save").addEventListener("click", () => this.save());
@@ -22,25 +26,36 @@ class Editor {
     this.tile = tile;
     this.zones = scene.zones.map((z) => ({ ...z }));
     this.lines = scene.lines.map((l) => ({ ...l }));
+    this.motionOn = Boolean(scene.motion?.on);
+    this.masks = (scene.motion?.mask || []).map((m) => m.map((p) => [...p]));
     this.editable = scene.editable;
     this.version = scene.version;  // sent back with a save: one made from an older file is refused
     this.$("editor-note").textContent = scene.editable ? "" : `Read-only: ${scene.read_only_reason}`;
     for (const id of ["draw-zone", "draw-line", "add", "save", "cancel", "shape-name", "shape-classes"]) {
       this.$(id).disabled = !scene.editable;
     }
+    this.$("draw-mask").disabled = !scene.editable || !this.motionOn;
+    this.$("mask-note").textContent = this.motionOn ? "" :
+      "Motion is off for this camera: motion masks apply when it is on (motion: on in the camera list).";
     this.list();
   }
 
   list() {
-    const items = [...this.zones.map((s) => ["zone", s]), ...this.lines.map((s) => ["line", s])];
+    const items = [...this.zones.map((s) => ["zone", s]), ...this.lines.map((s) => ["line", s]),
+      ...this.masks.map((m) => ["mask", m])];
     this.$("shapes").replaceChildren(...items.map(([kind, shape]) => {
       const remove = element("button", { type: "button", text: "remove" });
       remove.disabled = !this.editable;
       remove.addEventListener("click", () => {
         if (kind === "zone") this.zones = this.zones.filter((z) => z !== shape);
-        else this.lines = this.lines.filter((l) => l !== shape);
+        else if (kind === "line") this.lines = this.lines.filter((l) => l !== shape);
+        else this.masks = this.masks.filter((m) => m !== shape);
         this.list();
       });
+      if (kind === "mask") {
+        const n = this.masks.indexOf(shape) + 1;
+        return element("li", { "data-kind": kind, "data-name": `mask-${n}` }, `motion mask ${n} (${shape.length} corners)`, remove);
+      }
       const classes = shape.classes && shape.classes.length ? shape.classes.join(", ") : "every class";
       return element("li", { "data-kind": kind, "data-name": shape.name }, `${kind} ${shape.name} (${classes})`, remove);
     }));
@@ -54,9 +69,12 @@ class Editor {
     this.tile.draft = { kind, points: this.points };
     const canvas = this.tile.overlay;
     canvas.classList.add("drawing");
-    this.$("editor-help").textContent = kind === "zone"
-      ? "Click each corner of the zone on the picture, then Add."
-      : "Press where the line starts, drag to where it ends and let go (or click both ends), then Add.";
+    if (kind === "mask") window.view.showMotion(true);  // the masks drawn, and the motion they hide
+    this.$("editor-help").textContent = {
+      zone: "Click each corner of the zone on the picture, then Add.",
+      line: "Press where the line starts, drag to where it ends and let go (or click both ends), then Add.",
+      mask: "Click each corner of an area where motion must not count (a clock, trees in the wind), then Add.",
+    }[kind];
     this.handlers = {
       mousedown: (e) => this.press(e),
       mouseup: (e) => this.release(e),
@@ -114,7 +132,14 @@ class Editor {
   }
 
   add() {
-    if (!this.kind) { this.fail("Choose Draw a zone or Draw a line first."); return; }
+    if (!this.kind) { this.fail("Choose Draw a zone, Draw a line or Draw a motion mask first."); return; }
+    if (this.kind === "mask") {
+      this.masks = [...this.masks, this.points.slice()];
+      this.end();
+      this.list();
+      this.$("editor-saved").textContent = "Added: Save to write it to the camera list.";
+      return;
+    }
     const name = this.$("shape-name").value.trim();
     const classes = this.$("shape-classes").value.split(",").map((c) => c.trim()).filter(Boolean);
     const shape = { name };
@@ -143,7 +168,8 @@ class Editor {
     this.fail("");
     const response = await window.view.api(`/api/cameras/${this.tile.name}/scene`, {
       method: "PUT", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ zones: this.zones, lines: this.lines, version: this.version }),
+      body: JSON.stringify({ zones: this.zones, lines: this.lines, version: this.version,
+        ...(this.motionOn ? { motion_mask: this.masks } : {}) }),
     });
     const body = await response.json();
     const tile = this.tile;

@@ -6,7 +6,11 @@
 // The token lives in this tab's sessionStorage (this origin only): a cookie would reach every port
 // of the host. Every API call sends it as `Authorization: Bearer`.
 const TOKEN = "video_ingest_token";
-const COLOURS = { zone: "rgb(255,214,0)", line: "rgb(0,200,255)", box: "rgb(60,255,60)", draft: "rgb(255,80,255)" };
+const COLOURS = { zone: "rgb(255,214,0)", line: "rgb(0,200,255)", box: "rgb(60,255,60)", draft: "rgb(255,80,255)",
+  motion: "rgb(255,40,40)", region: "rgb(255,150,0)", mask: "rgba(170,170,170,0.45)" };
+// The motion overlay (the header's "motion" box): kept in this tab, like the token.
+const MOTION = "video_ingest_motion";
+let motionShown = false;
 const LIVE_EDGE_S = 3;      // further behind the newest video than this: jump to it
 const KEEP_S = 20;          // video kept behind the playing position
 const THUMBNAILS = 200;     // events' thumbnails kept (made here, from the frames shown)
@@ -78,6 +82,8 @@ class Tile {
     this.ranges = [];          // video appended: {start, end, head}, media time -> stream time
     this.draft = null;         // the editor's shape being drawn
     this.drawn = [];           // boxes drawn last, in canvas pixels (read by the tests)
+    this.motionDrawn = null;   // the motion overlay drawn last, in canvas pixels (read by the tests)
+    this.kept = null;          // boxes shown where the model last looked (motion: frames looked at in part)
     this.video = element("video", { muted: "", playsinline: "", autoplay: "" });
     this.video.muted = true;
     this.picture = element("canvas", { class: "picture" });
@@ -242,14 +248,15 @@ class Tile {
     const place = ([x, y]) => [at.x + x * at.scale, at.y + y * at.scale];
     pen.lineWidth = Math.max(2, Math.round(canvas.width / 400));
     pen.font = `${Math.max(12, Math.round(canvas.width / 70))}px sans-serif`;
+    if (motionShown) this.masks(pen, width, height, place);
     for (const zone of this.scene.zones) this.shape(pen, pixels(zone.polygon, width, height).map(place), true, COLOURS.zone, zone.name);
     for (const line of this.scene.lines) this.shape(pen, pixels([line.from, line.to], width, height).map(place), false, COLOURS.line, line.name);
     if (this.draft && this.draft.points.length) {
-      this.shape(pen, this.draft.points.map(([x, y]) => place([x * width, y * height])), this.draft.kind === "zone", COLOURS.draft, "");
+      this.shape(pen, this.draft.points.map(([x, y]) => place([x * width, y * height])), this.draft.kind !== "line", COLOURS.draft, "");
     }
     this.drawn = [];
     const scale = frame && frame.width ? (width / frame.width) : 1;
-    for (const d of frame ? frame.detections : []) {
+    for (const d of this.visible(frame)) {
       const [x1, y1] = place([d.box[0] * scale, d.box[1] * scale]);
       const [x2, y2] = place([d.box[2] * scale, d.box[3] * scale]);
       pen.strokeStyle = COLOURS.box;
@@ -262,8 +269,78 @@ class Tile {
       pen.fillRect(x1, top, size.width + 6, textHeight);
       pen.fillStyle = "#fff";
       pen.fillText(text, x1 + 3, top + textHeight - 4);
-      this.drawn.push({ box: [x1, y1, x2, y2], label: d.label, track_id: d.track_id });
+      this.drawn.push({ box: [x1, y1, x2, y2], label: d.label, track_id: d.track_id, ...(d.held ? { held: true } : {}) });
     }
+    this.motionDrawn = motionShown && frame ? this.motion(pen, frame, (x, y) => place([x * scale, y * scale])) : null;
+  }
+
+  // The boxes to draw for `frame`. A frame the model looked at only in part (motion: its `regions`)
+  // or not at all (`looked: false`) answers only there: the objects seen last elsewhere did not
+  // move (the tracker keeps them as they were), so their boxes stay. Motion off (no `looked`): the
+  // frame's own boxes, as they came.
+  visible(frame) {
+    if (!frame) return [];
+    if (frame.looked === undefined) { this.kept = null; return frame.detections; }
+    if (frame !== this.keptFor) {
+      const regions = frame.looked ? frame.regions || [] : [];
+      const w = frame.width || Infinity, h = frame.height || Infinity;
+      const clamp = (b) => [Math.max(0, b[0]), Math.max(0, b[1]), Math.min(w, b[2]), Math.min(h, b[3])];
+      const inside = (b) => regions.some((r) => b[0] >= r[0] && b[1] >= r[1] && b[2] <= r[2] && b[3] <= r[3]);
+      const tracked = new Set(frame.detections.map((d) => d.track_id).filter((id) => id !== undefined));
+      const before = (this.kept || []).filter((d) => !inside(clamp(d.box)) && !tracked.has(d.track_id))
+        .map((d) => ({ ...d, held: true }));  // an object seen now is not kept where it was too
+      this.kept = [...before, ...frame.detections];
+      this.keptFor = frame;
+    }
+    return this.kept;
+  }
+
+  // The frame's motion as the bridge found it: its regions (what the model looked at, dashed), its
+  // motion boxes (thin), a badge when it was not looked at or the light changed. What was drawn,
+  // in canvas pixels, or null for a frame without motion (its camera has motion off).
+  motion(pen, frame, place) {
+    if (frame.looked === undefined) return null;
+    const drawn = { looked: frame.looked, lighting: Boolean(frame.lighting), regions: [], motion: [] };
+    const boxes = (list, colour, dash, width, into) => {
+      pen.save();
+      pen.strokeStyle = colour;
+      pen.setLineDash(dash);
+      pen.lineWidth = width;
+      for (const b of list || []) {
+        const [x1, y1] = place(b[0], b[1]), [x2, y2] = place(b[2], b[3]);
+        pen.strokeRect(x1, y1, x2 - x1, y2 - y1);
+        into.push([x1, y1, x2, y2]);
+      }
+      pen.restore();
+    };
+    const thin = Math.max(1, Math.round(pen.lineWidth / 2));
+    boxes(frame.regions, COLOURS.region, [8, 6], pen.lineWidth, drawn.regions);
+    boxes(frame.motion, COLOURS.motion, [], thin, drawn.motion);
+    const badges = [...(frame.looked ? [] : ["not looked at"]), ...(frame.lighting ? ["lighting change"] : [])];
+    badges.forEach((text, row) => this.badge(pen, text, row));
+    return drawn;
+  }
+
+  badge(pen, text, row) {
+    const height = parseInt(pen.font, 10) + 6;
+    const x = this.at.x + 6, y = this.at.y + 6 + row * (height + 4);
+    pen.fillStyle = "rgba(0,0,0,0.75)";
+    pen.fillRect(x, y, pen.measureText(text).width + 10, height);
+    pen.fillStyle = COLOURS.region;
+    pen.fillText(text, x + 5, y + height - 5);
+  }
+
+  // The camera's motion masks (no motion is counted inside them), filled grey under the rest.
+  masks(pen, width, height, place) {
+    pen.save();
+    pen.fillStyle = COLOURS.mask;
+    for (const polygon of this.scene.motion?.mask || []) {
+      pen.beginPath();
+      pixels(polygon, width, height).map(place).forEach(([x, y], i) => (i ? pen.lineTo(x, y) : pen.moveTo(x, y)));
+      pen.closePath();
+      pen.fill();
+    }
+    pen.restore();
   }
 
   shape(pen, points, closed, colour, name) {
@@ -456,6 +533,14 @@ function unfocus() {
   grid.hidden = false;
 }
 
+// The motion overlay on or off, on every tile (the editor turns it on to draw a mask).
+function showMotion(on) {
+  motionShown = on;
+  document.getElementById("motion").checked = on;
+  sessionStorage.setItem(MOTION, on ? "1" : "0");
+  tiles.forEach((t) => t.redraw());
+}
+
 async function start() {
   forgetCookie();
   const hash = new URLSearchParams(location.hash.slice(1));
@@ -469,6 +554,9 @@ async function start() {
     location.reload();
   });
   document.getElementById("back").addEventListener("click", unfocus);
+  const toggle = document.getElementById("motion");
+  toggle.checked = motionShown = sessionStorage.getItem(MOTION) === "1";
+  toggle.addEventListener("change", () => showMotion(toggle.checked));
   window.addEventListener("resize", () => tiles.forEach((t) => t.redraw()));
   const wanted = new URLSearchParams(location.search).get("camera");
   live();
@@ -485,5 +573,5 @@ async function start() {
   }
 }
 
-window.view = { tiles, api, loadScene, get focused() { return focused; } };
+window.view = { tiles, api, loadScene, showMotion, get focused() { return focused; }, get motion() { return motionShown; } };
 document.addEventListener("DOMContentLoaded", start);
