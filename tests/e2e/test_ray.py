@@ -382,15 +382,19 @@ def test_autotune_watch_follows_the_rate_with_the_live_replicas_batch_size(ray_s
 def test_video_ingest_tracks_and_counts_on_the_cluster_as_on_torchserve(ray_serve, videos, tmp_path):
     """The tracking scene (tests/scenes.py) read from a file by the real `video-ingest`, tracked,
     with the zone `door` and the line `gate`, answered by the planted detector on the cluster: the
-    counts test_tracking asserts against TorchServe, every frame answered, one track id a colour."""
+    counts test_tracking asserts against TorchServe, every frame answered, one track id a colour;
+    and the same with motion on (`X-Motion` reaches the same core): the model skipped frames."""
     cameras = tmp_path / "cameras.yaml"
-    write(cameras, camera("file", str(videos["steady"])))
+    write(cameras, camera("file", str(videos["steady"])),
+          camera("motion", str(videos["steady"]), motion={"threshold": 8}))  # test_motion.SCENE_MOTION
     ingest = Ingest(tmp_path, ray_serve, ["--config", str(cameras)], model=PLANTED)
     try:
         assert ingest.process.wait(timeout=180) == 0, ingest.log()[-2000:]  # the file ended, every unit answered
     finally:
         ingest.kill()
     assert_steady_file_counted(ingest)
+    assert_steady_file_counted(ingest, "motion")
+    assert [a["looked"] for a in ingest.answers("motion")][:30] == [True, True] + [False] * 28
 
 
 def test_a_worker_killed_under_load_costs_only_its_own_requests(ray_serve, tmp_path):
