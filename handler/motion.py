@@ -43,7 +43,8 @@ class MotionSettings:
         frame_alpha: how much of each frame the background takes (its running average's weight).
         refresh_seconds: a whole-frame look at least this often (stationary objects; the producer
             keeps this clock).
-        max_regions: a frame needing more regions than this is looked at whole instead.
+        max_regions: a frame needing more regions than this is looked at whole instead (each region
+            is a model input: with 1, a frame never costs more than with motion off).
         mask: polygons (fractions of the frame, like zones) where nothing counts as motion.
     """
 
@@ -53,7 +54,7 @@ class MotionSettings:
     frame_height: int = 120
     frame_alpha: float = 0.02
     refresh_seconds: float = 10.0
-    max_regions: int = 2
+    max_regions: int = 1
     mask: tuple[Polygon, ...] = ()
 
     @classmethod

@@ -317,7 +317,7 @@ def _motion(raw: Any) -> MotionSettings | bool:
             raise ValueError("enabled: use true or false")
         return MotionSettings.parse(settings, "") if enabled else False
     raise ValueError("use off, on, or a mapping of motion settings (threshold, contour_area, lightning_threshold, "
-                     "frame_height, frame_alpha, refresh_seconds, max_regions, mask): docs/ingest.md, Motion")
+                     "frame_height, frame_alpha, refresh_seconds, max_regions, mask): docs/motion.md")
 
 
 _CONVERTERS: dict[str, Callable[[Any], Any]] = {

@@ -71,7 +71,8 @@ def test_moving_frames_are_looked_at_in_regions_with_the_whole_frames_boxes(serv
     video = scenes.make(tmp_path / "moving.ts", [(640, 384, 60)]).read_bytes()
     _, off = serve(video, "video/mp2t")
     # blue on grey 40 differs from it by 11 luma levels: this noise-free scene takes a threshold of 8
-    _, on = serve(video, "video/mp2t", headers={"x-motion": json.dumps({"full": False, "threshold": 8})})
+    motion = {"full": False, "threshold": 8, "max_regions": 2}
+    _, on = serve(video, "video/mp2t", headers={"x-motion": json.dumps(motion)})
     whole = [sorted(d["box"] for d in f["detections"]) for f in off["frames"]]
     moving = [n for n in range(1, 60) if whole[n] != whole[n - 1]]
     assert moving[0] == 31  # scenes.LEAD: both start at frame 31
@@ -115,7 +116,7 @@ def test_an_object_in_two_regions_or_on_a_regions_edge_is_found_once(serve):
     x = 240 to 320; red lies in both, green straddles the first one's right edge (cut there,
     whole in the second). Each is answered once, with its whole box."""
     frame = planted.scene(720, 1280, {0: (250, 100, 300, 150), 1: (300, 200, 350, 240)})
-    motion = {"full": False, "boxes": [[100, 100, 140, 140], [380, 100, 420, 140]]}
+    motion = {"full": False, "boxes": [[100, 100, 140, 140], [380, 100, 420, 140]], "max_regions": 2}
     status, body = serve(support.npy(frame), "application/x-npy", headers={"x-motion": json.dumps(motion)})
     assert status == 200
     [answer] = body["frames"]
