@@ -665,7 +665,7 @@ def lag(folder: Path, port_offset: int | None) -> list[Row]:
             RtspServer({"a": (1280, 720, 15), "b": (1280, 720, 15)}) as cameras:
         for mode in ("segments", "frames"):
             results = folder / f"lag-{mode}.jsonl"
-            args = [a for name in ("a", "b") for a in ("--camera", f"{name}={cameras.url(name)}")]
+            args = ["--motion", "off", *(a for name in ("a", "b") for a in ("--camera", f"{name}={cameras.url(name)}"))]
             process = subprocess.Popen([sys.executable, "-m", "ingest.cli", *args, "--mode", mode,
                                         "--url", server.inference_url, "--token-file",
                                         str(server.workdir / "key_file.json"), "--results", str(results),

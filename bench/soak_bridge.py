@@ -149,7 +149,8 @@ def camera_entry(name: str, url: str, extra_zone: bool) -> dict[str, Any]:
     if extra_zone:
         zones.append({"name": "edit", "polygon": [[0.6, 0.1], [0.95, 0.1], [0.95, 0.9], [0.6, 0.9]]})
     return {"name": name, "url": url, "track": True, "sample_fps": 5, "stall_seconds": 5, "zones": zones,
-            "lines": [{"name": "gate", **scenes.GATE, "classes": ["red"]}]}
+            "lines": [{"name": "gate", **scenes.GATE, "classes": ["red"]}],
+            "motion": False}  # every frame looked at: the counts the soak checks (blue is not luma motion)
 
 
 class Fleet:

@@ -55,6 +55,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sample-fps", type=float, help="for --camera cameras (frames mode: default 5)")
     p.add_argument("--transport", choices=[t.value for t in Transport], default="tcp", help="RTSP, --camera")
     p.add_argument("--loop", action="store_true", help="file --camera sources start again at their end")
+    p.add_argument("--motion", choices=["on", "off"], help="for --camera cameras: look only where something moved "
+                   "(default: on for live cameras, off for files; docs/motion.md)")
     p.add_argument("--track", action="store_true", help="track the --camera cameras' detections (ByteTrack)")
     p.add_argument("--snapshot", type=Path, metavar="DIR",
                    help="every snapshot_seconds, DIR/CAMERA.jpg: the last answered frame, tracks, zones, lines drawn")
@@ -90,7 +92,7 @@ def runnable(data: Any, args: argparse.Namespace, mqtt_on: bool = False) -> list
     """
     listed = config.parse(data, str(args.config)) if args.config else []
     settings = {"mode": args.mode, "transport": args.transport, "loop": args.loop, "sample_fps": args.sample_fps,
-                "track": args.track}
+                "track": args.track, **({"motion": args.motion} if args.motion else {})}
     given = [config.from_argument(text, **settings) for text in args.camera]
     found = config.unique([*listed, *given], "--config and --camera")
     if mqtt_on:

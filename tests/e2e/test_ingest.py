@@ -82,7 +82,8 @@ def _yaml(rtsp: RtspServer, garbage: GarbageServer, mjpeg: MjpegServer, nothing:
             ("resize", rtsp.url("resize"), ""), ("stall", rtsp.url("stall"), "    stall_seconds: 2\n"),
             ("nothing", f"rtsp://127.0.0.1:{nothing}/x", "")]
     cams.append(("late", rtsp.url("late"), "") if with_late else ("garbage", f"rtsp://127.0.0.1:{garbage.port}/x", ""))
-    return "cameras:\n" + "".join(f"  - name: {n}\n    url: {u}\n{extra}" for n, u, extra in cams)
+    # every frame answered: the bridge's own behaviour, without motion first (tests/e2e/test_motion.py)
+    return "defaults:\n  motion: off\ncameras:\n" + "".join(f"  - name: {n}\n    url: {u}\n{extra}" for n, u, extra in cams)
 
 
 @pytest.fixture(scope="module")
@@ -276,7 +277,7 @@ def test_a_file_is_paced_every_segment_answered_and_the_run_ends_with_it(torchse
 
 def test_killed_rtsp_server_restarted_frames_again_capture_times_still_rising(torchserve, tmp_path):
     camera = RtspServer({"cam": (*SIZE, FPS)}, log=tmp_path / "gst.log").start()
-    ingest = Ingest(tmp_path, torchserve, ["--camera", f"cam={camera.url('cam')}"])
+    ingest = Ingest(tmp_path, torchserve, ["--camera", f"cam={camera.url('cam')}", "--motion", "off"])
     try:
         ingest.wait("answers", lambda: len({x["segment"] for x in ingest.answers("cam")}) >= 2)
         camera.kill()
@@ -327,7 +328,7 @@ def test_the_bridge_runs_with_jemalloc_as_the_image_runs_it(torchserve, tmp_path
     """deploy/Dockerfile's video-ingest preloads jemalloc (its memory stays flat where glibc's malloc
     lets it creep): the same preload here, with PyAV's FFmpeg, OpenCV and the rest loaded."""
     camera = RtspServer({"cam": (*SIZE, FPS)}, log=tmp_path / "gst.log").start()
-    ingest = Ingest(tmp_path, torchserve, ["--camera", f"cam={camera.url('cam')}"],
+    ingest = Ingest(tmp_path, torchserve, ["--camera", f"cam={camera.url('cam')}", "--motion", "off"],
                     env={"LD_PRELOAD": "libjemalloc.so.2"})
     try:
         ingest.wait("answers", lambda: len(ingest.answers("cam")) >= 15)
@@ -349,7 +350,7 @@ def test_a_refused_key_is_logged_once_and_its_return_too(torchserve, tmp_path):
     camera = RtspServer({"cam": (*SIZE, FPS)}, log=tmp_path / "gst.log").start()
     token = tmp_path / "token"
     token.write_text("not-the-key\n")
-    ingest = Ingest(tmp_path, torchserve, ["--camera", f"cam={camera.url('cam')}", "--token-file", str(token)])
+    ingest = Ingest(tmp_path, torchserve, ["--camera", f"cam={camera.url('cam')}", "--motion", "off", "--token-file", str(token)])
     try:
         refused = ingest.wait("refused answers", lambda: len(ingest.answers("cam")) >= 3 and ingest.answers("cam"))
         assert {(a["status"], a["type"]) for a in refused} == {(400, "InvalidKeyException")}
@@ -374,7 +375,7 @@ def test_a_torchserve_restart_is_waited_out_with_new_keys(torchserve, tmp_path):
     wait (`latest`), dropped as `unavailable`; after the restart the new key is read and answers
     come again. Nothing is answered 400 (refused key) and the process never stops."""
     camera = RtspServer({"cam": (*SIZE, FPS)}, log=tmp_path / "gst.log").start()
-    ingest = Ingest(tmp_path, torchserve, ["--camera", f"cam={camera.url('cam')}"])
+    ingest = Ingest(tmp_path, torchserve, ["--camera", f"cam={camera.url('cam')}", "--motion", "off"])
     try:
         ingest.wait("answers", lambda: ingest.answers("cam"))
         old_key = torchserve.key()

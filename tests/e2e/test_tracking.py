@@ -133,7 +133,7 @@ def test_counts_hold_through_misses_a_class_flip_bad_reloads_and_a_camera_that_g
     server is killed while red stands in the door: red leaves it, and the gauges go to 0."""
     video = scenes.make(tmp_path / "misses.ts", [(*SMALL, scenes.M_FRAMES)], scenes.misses_frame)
     rtsp = RtspServer({"misses": video}, log=tmp_path / "gst.log").start()
-    good = {"name": "dock", "url": rtsp.url("misses"), "track": True, "stall_seconds": 2,
+    good = {"name": "dock", "url": rtsp.url("misses"), "track": True, "stall_seconds": 2, "motion": False,
             "zones": [{"name": "door", "polygon": scenes.DOOR}], "lines": [{"name": "gate", **scenes.GATE}]}
     cameras = tmp_path / "cameras.yaml"
     write(cameras, good)

@@ -74,7 +74,7 @@ def bridge(detector, videos, tmp_path_factory):
     cameras.write_text(COMMENT + yaml.safe_dump({"cameras": [dock, hevc_camera]}, sort_keys=False))
     port = free_port()
     token_file = tmp / "web_token.json"
-    ingest = Ingest(tmp, detector, ["--config", str(cameras), "--camera", f"lobby={rtsp.url('steady', CREDENTIALS)}",
+    ingest = Ingest(tmp, detector, ["--config", str(cameras), "--camera", f"lobby={rtsp.url('steady', CREDENTIALS)}", "--motion", "off",
                                     "--mode", "frames", "--track", "--web", f"127.0.0.1:{port}",
                                     "--web-token-file", str(token_file)],
                     env={"CAM_PASSWORD": PASSWORD}, model=MODEL)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from handler.motion import MotionSettings
 from ingest import config
 from ingest.config import Camera, ConfigError, Mode, Policy, Transport
 
@@ -121,3 +122,31 @@ def test_a_user_name_from_the_environment_is_no_bare_word_secret_but_its_passwor
     assert set(cam.secrets) == {"event:pa55word", "pa55word"}
     assert set(creds.secrets) == {"camera:hunter22", "hunter22"}
     assert token.secrets == ["t0ken-1"]
+
+
+def test_motion_is_on_for_live_cameras_off_for_files_and_set_per_camera_or_in_defaults(tmp_path):
+    video = tmp_path / "clip.ts"
+    video.write_bytes(b"")
+    live, file, off, tuned, frigate_off = parse(
+        {"name": "live", "url": "rtsp://h/a"}, {"name": "file", "url": str(video)},
+        {"name": "off", "url": "rtsp://h/b", "motion": False},
+        {"name": "tuned", "url": "rtsp://h/c", "motion": {"threshold": 12, "mask": [[[0, 0], [1, 0], [1, 0.1]]]}},
+        {"name": "frigate-off", "url": "rtsp://h/d", "motion": {"enabled": False, "threshold": 12}})
+    assert live.effective_motion == MotionSettings() and file.effective_motion is None
+    assert off.effective_motion is None and frigate_off.effective_motion is None
+    assert tuned.effective_motion == MotionSettings(threshold=12, mask=(((0.0, 0.0), (1.0, 0.0), (1.0, 0.1)),))
+    [on_file] = parse({"name": "file", "url": str(video)}, defaults={"motion": "on"})
+    assert on_file.effective_motion == MotionSettings()
+    assert config.from_argument("cam=rtsp://h/a", motion="off").effective_motion is None
+
+
+@pytest.mark.parametrize(("motion", "expected"), [
+    ("sometimes", "camera 'cam': motion = 'sometimes': use off, on, or a mapping of motion settings"),
+    ({"threshold": 300}, "camera 'cam': motion = {'threshold': 300}: threshold is 300: use a whole number from 1 to 255"),
+    ({"treshold": 30}, "unknown setting 'treshold'; the settings are contour_area, frame_alpha"),
+    ({"mask": [[[0, 0], [1, 1]]]}, "mask: use a list of polygons, each a list of 3 or more [x, y] points"),
+])
+def test_a_bad_motion_setting_names_the_camera_and_the_fix(motion, expected):
+    with pytest.raises(ConfigError) as err:
+        parse({"name": "cam", "url": "rtsp://h/a", "motion": motion})
+    assert expected in str(err.value)
