@@ -195,7 +195,7 @@ def _frame(index, kind):
                                                 (["yuv420p"] * 3, "cpu")])
 def test_a_segment_is_nvdec_only_when_every_frame_came_from_it(kinds, decoder):
     reader = FakeReader([_frame(i, kind) for i, kind in enumerate(kinds)])
-    clip = video._decode(reader, video.PtsSampler(None), CONFIG)
+    clip = video._decode(reader, video.PtsSampler(None), CONFIG, None)
     assert clip.decoder == decoder and [int(f[0, 0, 0]) for f in clip.frames] == [0, 1, 2]
 
 

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ("loadgen", "autotune", "tskeys", "tsutil", "ingest", "bench")
 #: What a tool may import from the handler: its ground floor (and these modules' submodules).
 GROUND_FLOOR = ("handler.clip", "handler.config", "handler.errors", "handler.metrics", "handler.loading",
-                "handler.formats", "handler.limits", "handler.models")
+                "handler.formats", "handler.limits", "handler.models", "handler.motion")
 #: bench measures the core in process, so it may import any room of the handler.
 FLOOR_EXEMPT = ("bench",)
 
