@@ -5,7 +5,13 @@ rows, compared with a running background (not only the previous frame, so a slow
 pixels over `threshold` changed unless a mask covers them, changed pixels joined into boxes by a
 coarse dilation, a box kept when it holds `contour_area` changed pixels. A change over
 `lightning_threshold` of the frame at once (lights, clouds, IR on or off) is lighting: the
-background takes the new frame and nothing moved.
+background takes the new frame and nothing moved; so does a change of the whole picture's gain
+(clouds, a dimmer: dark pixels move less than the threshold, bright ones more), found as the
+median ratio of frame to background and taken out before the difference, so that a mover seen
+through it still counts. A pixel that differs from the background but
+has not changed for `SETTLE` frames is taken into the background at once: what a mover left
+behind (its ghost) or an object that stopped is not motion for long (a stopped object's track
+waits, frozen, in `video-ingest`), while a slow mover's edges keep changing.
 
 Knows nothing of models or wires: the handler (video segments) and `video-ingest` (frames mode)
 both use it; NumPy and Pillow (to fill mask polygons) only.
@@ -29,6 +35,11 @@ CELL = 4
 _MAX_MASKS = 64
 #: Frames in a row of a whole look: a tracker gives a still object its id on its second sighting.
 WHOLE_LOOK = 2
+#: Frames a pixel stays unchanged (within `threshold` of the frame before) before the background
+#: takes it, whatever the running average says.
+SETTLE = 5
+#: A whole-picture gain this far from 1 (the median of frame / background) is lighting.
+GAIN = 0.08
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +142,8 @@ class Motion:
         self._background: npt.NDArray[np.float32] | None = None
         self._shape: tuple[int, int] | None = None  # the frame's (h, w) the background is of
         self._masked: npt.NDArray[np.bool_] | None = None
+        self._previous: npt.NDArray[np.float32] | None = None
+        self._still: npt.NDArray[np.int16] | None = None  # frames each pixel has not changed
 
     def reset(self) -> None:
         """Forgets the background: the next frame starts a new one (a reconnect)."""
@@ -146,15 +159,44 @@ class Motion:
         if self._background is None or self._shape != luma.shape:
             self._shape = luma.shape
             self._masked = _mask(self.settings.mask, small.shape)
-            self._background = small
+            self._background, self._previous, self._still = small, small, np.zeros(small.shape, np.int16)
             return Found()
-        changed = np.abs(small - self._background) > self.settings.threshold
-        changed &= ~self._masked  # type: ignore[operator]
+        threshold = self.settings.threshold
+        changed = (np.abs(small - self._background) > threshold) & ~self._masked  # type: ignore[operator]
         if changed.sum() > self.settings.lightning_threshold * max(1, int((~self._masked).sum())):  # type: ignore[operator]
-            self._background = small
-            return Found(lighting=True)
+            return self._recalibrated(small, Found(lighting=True))
+        gain = self._gain(small)
+        if abs(gain - 1) > GAIN:  # lighting: the background takes the picture, movers still count
+            changed = (np.abs(small - self._background * gain) > threshold) & ~self._masked  # type: ignore[operator]
+            return self._recalibrated(small, Found(tuple(_boxes(changed, self.settings.contour_area, step,
+                                                                luma.shape)), lighting=True))
+        settled = self._settled(small, threshold)
         self._background += self.settings.frame_alpha * (small - self._background)
-        return Found(tuple(_boxes(changed, self.settings.contour_area, step, luma.shape)))
+        self._background[settled] = small[settled]
+        return Found(tuple(_boxes(changed & ~settled, self.settings.contour_area, step, luma.shape)))
+
+    def _recalibrated(self, small: npt.NDArray[np.float32], found: Found) -> Found:
+        """`found`, the background now `small` (a lighting change)."""
+        self._background, self._previous = small, small
+        self._still[:] = 0  # type: ignore[index]
+        return found
+
+    def _gain(self, small: npt.NDArray[np.float32]) -> float:
+        """The picture's gain against the background: the median ratio over unmasked pixels
+        bright enough to tell (1 when too few are)."""
+        assert self._background is not None and self._masked is not None
+        lit = (self._background > 16) & ~self._masked
+        if lit.sum() < 0.25 * lit.size:
+            return 1.0
+        return float(np.median(small[lit] / self._background[lit]))
+
+    def _settled(self, small: npt.NDArray[np.float32], threshold: int) -> npt.NDArray[np.bool_]:
+        """The pixels unchanged for `SETTLE` frames (counting this one)."""
+        assert self._previous is not None and self._still is not None
+        still = np.abs(small - self._previous) <= threshold
+        self._still = np.where(still, np.minimum(self._still + 1, SETTLE), 0).astype(np.int16)
+        self._previous = small
+        return self._still >= SETTLE
 
 
 def _small(luma: npt.NDArray[np.uint8], step: int) -> npt.NDArray[np.float32]:

@@ -12,6 +12,7 @@ import pytest
 from tests import scenes
 from tests.e2e.ingest_cli import Ingest
 from tests.e2e.tracks import MODEL, SMALL, STEADY_FILE_TALLY, camera, tally, track_ids, write
+from tests.rtsp_server import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -42,7 +43,8 @@ def test_the_scripted_scenes_count_the_same_with_motion_on_and_off(detector, vid
     write(cameras, camera("off", steady), camera("on", steady, motion=SCENE_MOTION),
           camera("resized-off", resized), camera("resized-on", resized, motion=SCENE_MOTION),
           camera("frames-off", steady, mode="frames", sample_fps=15),
-          camera("frames-on", steady, mode="frames", sample_fps=15, motion=SCENE_MOTION))
+          camera("frames-on", steady, mode="frames", sample_fps=15, motion=SCENE_MOTION),
+          camera("down", f"rtsp://127.0.0.1:{free_port()}/none"))  # keeps the bridge (its metrics) up after the files
     names = ["off", "on", "resized-off", "resized-on", "frames-off", "frames-on"]
     ingest = Ingest(tmp_path, detector, ["--config", str(cameras)], model=MODEL)
     try:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from handler.motion import Motion, MotionSettings
+from handler.motion import Found, Motion, MotionSettings
 from handler.regions import cut, inside, merged, moved, regions_for, square, whole
 
 RNG = np.random.default_rng(7)
@@ -151,3 +151,32 @@ def test_one_object_found_in_two_regions_is_one_detection():
     b = {"box": [250, 100, 300, 150], "score": 0.9, "class_id": 0}
     other = {"box": [250, 100, 300, 150], "score": 0.8, "class_id": 2}
     assert merged([a, b, other], 100) == [a, other]
+
+
+def test_what_a_mover_left_behind_and_a_stopped_object_settle_into_the_background():
+    """The background held a square where it started; once it has gone, the empty place is
+    unchanged frame to frame and settles after SETTLE frames, as does the square where it stopped."""
+    from handler.motion import SETTLE
+
+    motion = Motion(MotionSettings())
+    motion.find(with_square(noisy(), 30, 30, 90, 90))  # the background: the square at its start
+    gone = [motion.find(with_square(noisy(), 300, 150, 360, 210)).boxes for _ in range(SETTLE + 1)]
+    assert gone[0] == ((30, 30, 90, 90), (300, 150, 360, 210))  # its ghost, and where it is
+    assert all(boxes for boxes in gone[:SETTLE])
+    assert gone[SETTLE] == ()  # both settled: its ghost, and the square, stopped where it is
+
+
+def test_a_cloud_dimming_the_picture_is_lighting_and_a_mover_seen_through_it_still_counts():
+    """A 30% drop moves dark pixels less than the threshold and bright ones more: under
+    `lightning_threshold` of the frame changes (the pixels over 100), but the picture's gain says
+    lighting, and a mover seen through it is still motion."""
+    textured = RNG.integers(20, 230, (H, W)).astype(np.uint8)
+    motion = Motion(MotionSettings())
+    motion.find(textured)
+    dimmed = (textured * 0.7).astype(np.uint8)
+    assert motion.find(dimmed) == (Found((), True))
+    assert motion.find(with_square(dimmed, 300, 150, 360, 210, value=250)).boxes == ((300, 150, 360, 210),)
+    motion = Motion(MotionSettings())
+    motion.find(textured)
+    seen = motion.find(with_square(dimmed, 300, 150, 360, 210, value=250))
+    assert seen.lighting and seen.boxes == ((300, 150, 360, 210),)
