@@ -161,10 +161,10 @@ class Reader:
                            camera.name, stream.codec_context.name)
         fps = camera.effective_sample_fps or 5.0
         timing = arrival_timing() if demuxer in UNTIMED else pts_seconds
-        view = self._shared.view
+        web = self._shared.view
         return FrameSender(stream, fps, self._clock, self._issue, corrupt=self._corrupt, timing=timing,
                            looking=self._looking,
-                           preview=(lambda: view.watched(camera.name)) if view is not None else lambda: False)
+                           preview=(lambda: web.watched(camera.name)) if web is not None else lambda: False)
 
     def _corrupt(self, in_a_row: int) -> None:
         self._dropped("corrupt")
