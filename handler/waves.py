@@ -72,8 +72,8 @@ class Waves:
             # JPEG is decoded later, by the collating threads: straight into its uint8 staging slot
             # (CUDA), or converted into its float32 one right after decoding (CPU).
             clip = request.decode(self._config, lazy=True)
-            watch = Watch.of(request.meta)
-            if watch is not None and clip.looks is None:  # images: their producer found the motion
+            watch = Watch.of(request.meta) if clip.looks is None else None  # a segment's was read decoding it
+            if watch is not None:  # images: their producer found the motion
                 clip = images(clip, watch, self._side)
             return self._fit(clip)
         except FrameError as err:
