@@ -12,7 +12,8 @@ if [[ ${1:-} == --engine ]]; then
   engine=${2:-}
   [[ $engine == torchserve || $engine == ray ]] || { echo "serve.sh: --engine torchserve or ray" >&2; exit 2; }
 fi
-[[ $engine == ray ]] && export EXTRAS=test,ray
+# What serving needs and, on TorchServe, the live view's demo printed at the end (video-ingest).
+if [[ $engine == ray ]]; then export EXTRAS=ray; else export EXTRAS=ingest; fi
 . scripts/setup.sh
 
 keys_pid=logs/video-keys.pid
@@ -42,7 +43,7 @@ if [[ $engine == ray ]]; then
   # What the archives served need besides Ray (onnx for an ONNX graph), installed before they load.
   needed=$(python -m rayserve extras --config config.properties)
   if [[ -n $needed ]]; then
-    EXTRAS=test,ray,$needed
+    EXTRAS=ray,$needed
     . scripts/setup.sh
   fi
   mkdir -p logs

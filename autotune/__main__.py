@@ -1,5 +1,5 @@
-import sys
+"""`python -m autotune`, the same as the command it installs (tsutil/extras.py)."""
 
-from autotune.cli import main
+from tsutil.extras import autotune
 
-sys.exit(main())
+autotune()

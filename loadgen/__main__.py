@@ -1,5 +1,5 @@
-import sys
+"""`python -m loadgen`, the same as the command it installs (tsutil/extras.py)."""
 
-from loadgen.cli import main
+from tsutil.extras import loadgen
 
-sys.exit(main())
+loadgen()

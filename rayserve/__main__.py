@@ -1,5 +1,5 @@
-import sys
+"""`python -m rayserve`, the same as the command it installs (tsutil/extras.py)."""
 
-from rayserve.cli import main
+from tsutil.extras import ray
 
-sys.exit(main())
+ray()

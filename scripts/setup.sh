@@ -1,6 +1,7 @@
-# Sourced by serve.sh and test.sh: a virtual environment in .venv with everything the project needs.
-# TORCH_SPEC chooses the torch build (default torch==2.13.0; a CUDA host may want another);
-# EXTRAS the project's extras (default test; test.sh and `serve.sh --engine ray` add ray).
+# Sourced by serve.sh and test.sh: a virtual environment in .venv with the project and the extras
+# they need. TORCH_SPEC chooses the torch build (default torch==2.13.0; a CUDA host may want
+# another); EXTRAS the project's extras (default none: the base install; serve.sh asks for ingest,
+# the live view's demo it prints; test.sh for test,ray,onnx).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [[ ! -x $root/.venv/bin/python ]]; then
@@ -9,12 +10,19 @@ if [[ ! -x $root/.venv/bin/python ]]; then
 fi
 # shellcheck disable=SC1091
 . "$root/.venv/bin/activate"
-extras="${EXTRAS:-test}"
+extras="${EXTRAS:-}"
 stamp="$root/.venv/.installed-${extras//,/-}"
-if [[ ! -f $stamp || $root/pyproject.toml -nt $stamp ]]; then
+# Up to date: installed with these extras since pyproject.toml changed, or installed since with
+# others that include them (test includes ingest: serve.sh after test.sh installs nothing).
+current=false
+for installed in "$root"/.venv/.installed-*; do
+  [[ -f $installed && ! $root/pyproject.toml -nt $installed ]] && current=true
+done
+if [[ ! -f $stamp || $root/pyproject.toml -nt $stamp ]] &&
+   ! { $current && (cd "$root" && python -m tsutil.extras check "$extras" 2>/dev/null); }; then
   echo "setup: installing torch and the project's dependencies (once)" >&2
   python -m pip install --quiet --disable-pip-version-check "${TORCH_SPEC:-torch==2.13.0}"
-  python -m pip install --quiet --disable-pip-version-check -e "$root[$extras]"
+  python -m pip install --quiet --disable-pip-version-check -e "$root${extras:+[$extras]}"
   # The face_detector demo's trained MTCNN weights ship in this wheel (MIT); its pinned
   # dependencies (an old torch among them) must not be installed, and nothing else of it is used.
   python -m pip install --quiet --disable-pip-version-check --no-deps facenet-pytorch==2.6.0

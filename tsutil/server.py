@@ -10,18 +10,18 @@ share a machine; `VIDEO_TS_PORT_OFFSET` (or `port_offset`) moves all its ports.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import requests
-
-from tsutil import prom, properties
+from tsutil import properties
 from tsutil.keyfile import KeyFileError, read_key
 from tsutil.properties import SHIPPED
 
@@ -38,18 +38,26 @@ def ready(values: Mapping[str, str], key_file: Path) -> bool:
     try:
         auth = {} if values.get("disable_token_authorization") == "true" else {
             "inference": _bearer(key_file, "inference"), "management": _bearer(key_file, "management")}
-        ping = requests.get(values["inference_address"] + "/ping", headers=auth.get("inference"), timeout=5)
-        if ping.status_code != 200:
-            return False
+        get(values["inference_address"] + "/ping", auth.get("inference"), timeout=5)
         for model in properties.load_models(values):
-            answer = requests.get(f"{values['management_address']}/models/{model}",
-                                  headers=auth.get("management"), timeout=5)
-            workers = answer.json()[0]["workers"] if answer.ok else []
+            workers = json.loads(get(f"{values['management_address']}/models/{model}", auth.get("management"),
+                                     timeout=5))[0]["workers"]
             if not workers or any(w["status"] != "READY" for w in workers):
                 return False
         return True
-    except (requests.RequestException, KeyFileError, KeyError, IndexError, ValueError):
+    except (OSError, KeyFileError, KeyError, IndexError, ValueError):  # URLError and HTTPError are OSErrors
         return False
+
+
+def get(url: str, headers: Mapping[str, str] | None = None, timeout: float = 10) -> str:
+    """The body of a GET of `url`, as text (urllib: the base install has no requests).
+
+    Raises:
+        urllib.error.HTTPError: a status other than 2xx.
+        urllib.error.URLError: no connection.
+    """
+    with urllib.request.urlopen(urllib.request.Request(url, headers=dict(headers or {})), timeout=timeout) as answer:
+        return str(answer.read().decode())
 
 
 def wait_until(predicate: Callable[[], bool], timeout_s: float, every_s: float = 0.5) -> bool:
@@ -135,10 +143,7 @@ class TorchServe:
 
     def describe(self, model: str) -> list[dict[str, Any]]:
         """The management API's description of `model` (one entry per version)."""
-        answer = requests.get(f"{self.management_url}/models/{model}", headers=self.auth("management"),
-                              timeout=10)
-        answer.raise_for_status()
-        return list(answer.json())
+        return list(json.loads(get(f"{self.management_url}/models/{model}", self.auth("management"))))
 
     def worker_status(self, model: str) -> list[str]:
         """Each worker's status (`READY`, ...) of the model's first version."""
@@ -150,10 +155,12 @@ class TorchServe:
 
     def metrics(self) -> str:
         """One scrape of the metrics port (Prometheus text)."""
-        return requests.get(self.metrics_url + "/metrics", timeout=10).text
+        return get(self.metrics_url + "/metrics")
 
     def metric(self, name: str, model: str | None = None, **labels: str) -> float:
         """The sum of series `name` for `model` with these labels, scraped now (see `prom.total`)."""
+        from tsutil import prom  # prometheus-client: the test and autotune extras
+
         return prom.total(self.metrics(), name, model, **labels)
 
     def __enter__(self) -> TorchServe:

@@ -24,6 +24,7 @@ from pathlib import Path
 import jsonschema
 import kubernetes_validate
 import pytest
+import tomllib
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -219,8 +220,24 @@ def test_the_gpu_image_and_pod_get_the_video_driver_libraries_and_the_jpeg_decod
     pod = {e["name"]: e.get("value") for e in CONTAINERS["torchserve"]["env"]}
     assert set(pod["NVIDIA_DRIVER_CAPABILITIES"].split(",")) >= {"compute", "utility", "video"}
     assert "ENV NVIDIA_DRIVER_CAPABILITIES=compute,utility,video" in DOCKERFILE
-    install = DOCKERFILE.split("RUN python -m pip install", 1)[1].split("&&", 1)[0]
-    assert '"simplejpeg' in install  # the JPEG-into-pinned-slot path runs in the image
+    assert "simplejpeg>=1.7" in _image_installs()[0]  # the JPEG-into-pinned-slot path runs in the image
+
+
+def _image_installs() -> list[list[str]]:
+    """The requirements of each `python -m pip install` of the image's base stage, in order."""
+    base = DOCKERFILE.split(" AS base", 1)[1].split("\nFROM ", 1)[0]
+    return [re.findall(r'"([^"]+)"', command.split("&& python -c", 1)[0])
+            for command in re.findall(r"^RUN python -m pip install --no-cache-dir (.*?)(?:\n(?! )|$)",
+                                      base.replace("\\\n", " "), re.M | re.S)]
+
+
+def test_the_image_installs_the_base_install_and_the_ingest_extra_exactly_as_pyproject_lists_them():
+    """TorchServe and torch come with the base image; the rest of the base install serves the handler
+    and video-keys, the ingest extra video-ingest: nothing a command of the image does not run."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    in_base_image = ("torch>=", "torchserve==", "torch-model-archiver==")
+    base = [r for r in project["dependencies"] if not r.startswith(in_base_image)]
+    assert _image_installs() == [base, project["optional-dependencies"]["ingest"]]
 
 
 def test_service_podmonitor_and_networkpolicy_point_at_the_pod_ports():
