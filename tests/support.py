@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import shutil
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -20,6 +21,15 @@ from handler.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT / "data" / "images"
+
+
+def copy_checkout(dest: Path) -> Path:
+    """The checkout copied to `dest` as a fresh clone has it: no virtual environments, archives,
+    logs, keys, caches or the demo clip (serve.sh makes it). mtimes are kept."""
+    shutil.copytree(ROOT, dest, symlinks=True, ignore=shutil.ignore_patterns(
+        ".venv", ".venv-*", ".git", "model_store", "logs", "key_file.json", "__pycache__", ".pytest_cache",
+        ".hypothesis", "*.egg-info", "build", "demo.ts", ".mypy_cache", ".ruff_cache"))
+    return dest
 
 
 @cache

@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -42,11 +41,9 @@ def _command(text: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory) -> Path:
-    copy = tmp_path_factory.mktemp("quickstart") / "repo"
-    shutil.copytree(support.ROOT, copy, symlinks=True, ignore=shutil.ignore_patterns(
-        ".venv", ".venv-*", ".git", "model_store", "logs", "key_file.json", "__pycache__", ".pytest_cache",
-        ".hypothesis", "*.egg-info", "build", "demo.ts"))  # serve.sh makes data/demo.ts, as on a fresh clone
-    # copytree keeps mtimes, so setup.sh finds this venv up to date with pyproject.toml.
+    copy = support.copy_checkout(tmp_path_factory.mktemp("quickstart") / "repo")
+    # copytree keeps mtimes, so setup.sh finds this venv up to date with pyproject.toml (and with
+    # the ingest extra serve.sh asks for: the test extra includes it).
     (copy / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
     return copy
 
