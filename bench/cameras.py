@@ -8,7 +8,7 @@ N cameras (gst-rtsp-server, tests/rtsp_server.py) play street scenes made in cod
 (bench/camera_scenes.py: noise, compression, a clock and a swaying tree, both masked, a lighting
 step, movers in view 10% of the time (`quiet`), 50% (`busy`) or always (`crowd`); H.264 at 15 fps,
 camera i at phase i of 4). The real `video-ingest` carries them (segments, its default, and frames
-at `sample_fps: 5`) into one real TorchServe serving a YOLO11n-sized ONNX detector (bench/models.py,
+at `sample_fps: 5`) into one real TorchServe serving a YOLO11n-sized ONNX detector (bench/yolo.py,
 seeded weights, 640 letterbox) with `motion: off` and on (`camera_scenes.MASK` masked), and
 bench/decode_handler.py (no model: the machine's limit). N doubles from 1, then is bisected, until
 a camera falls behind in the `--seconds` window: lag p99 (`latency_ms`) over 2 s (`--lag-s`), a unit dropped,
@@ -22,12 +22,8 @@ in; every frame with motion off), lag p50/p99; the other processes' CPU is kept:
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,13 +32,11 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-import psutil
 import yaml
 
-from bench import camera_scenes
-from bench.ingest import _cpu_model, markdown
-from bench.soak_bridge import Results, commit
-from bench.torchserve import ROOT, archive
+from bench import camera_scenes, harness, yolo
+from bench.harness import ROOT
+from bench.soak_bridge import Results
 from tests.e2e.ingest_cli import Ingest
 from tests.rtsp_server import RtspServer
 from tsutil.server import TorchServe
@@ -118,23 +112,19 @@ class Trial:
         return self.looked / self.cameras / self.seconds
 
 
-def _percentile(ordered: list[float], q: float) -> float | None:
-    return round(ordered[round(q * (len(ordered) - 1))], 1) if ordered else None
-
-
 def summarise(lines: list[dict[str, Any]], names: list[str], t0: float, t1: float, tail: float, rate: float,
               frames_mode: bool = False) -> Trial:
     """The window [t0, t1) of a results file: frames by capture time, drops by event time (to `tail` after);
     lag over the frames the server answered (in frames mode the bridge writes the unsent ones itself)."""
     answers = [x for x in lines if "event" not in x and t0 <= x["capture_time"] < t1]
     ok = [x for x in answers if x.get("status") == 200]
-    lags = sorted(x["latency_ms"] for x in ok if "latency_ms" in x and not (frames_mode and x.get("looked") is False))
+    lags = [x["latency_ms"] for x in ok if "latency_ms" in x and not (frames_mode and x.get("looked") is False)]
     dropped = [x for x in lines if x.get("event") == "dropped" and x.get("reason") != "shutdown"
                and t0 <= x["time"] < t1 + tail]
     return Trial(len(names), t1 - t0, rate, answered=len(ok), looked=sum(x.get("looked", True) is True for x in ok),
                  regions=sum(len(x.get("regions") or ()) for x in ok), errors=len(answers) - len(ok),
                  dropped=len(dropped), silent=len(set(names) - {x["camera"] for x in ok}),
-                 lag_p50_ms=_percentile(lags, 0.5), lag_p99_ms=_percentile(lags, 0.99))
+                 lag_p50_ms=harness.percentile(lags, 0.5), lag_p99_ms=harness.percentile(lags, 0.99))
 
 
 def search(measure: Callable[[int], Trial], max_cameras: int) -> tuple[float, Trial, str | None, list[Trial]]:
@@ -186,7 +176,7 @@ HEAD = ["scene", "video", "mode", "setting", "cameras carried", "CPU/camera (% c
 
 
 def table(rows: list[Row]) -> str:
-    return markdown(HEAD, [r.cells() for r in rows])
+    return harness.markdown(HEAD, [r.cells() for r in rows])
 
 
 def targets(rows: list[Row]) -> list[str]:
@@ -216,38 +206,22 @@ def camera_entry(name: str, url: str, mode: str, setting: str) -> dict[str, Any]
     return entry | ({"sample_fps": FRAMES_FPS} if mode == "frames" else {})
 
 
-def start_server(work: Path, port_offset: int, progress: Callable[[str], None]) -> TorchServe:
+def start_server(work: Path, port_offset: int) -> TorchServe:
     """One TorchServe serving the ONNX detector (`DETECTOR`) and the decode-only handler (`DECODE`)."""
-    from bench import models
-
     src, store = work / "src", work / "store"
     src.mkdir()
-    onnx, _ = models.onnx_yolo(src, models.yolo_net(), progress)
+    onnx = yolo.export(src)
     if onnx is None:
         raise SystemExit("bench.cameras needs onnxruntime and onnxscript: pip install -e '.[onnx,test]'")
-    (src / "coco.txt").write_text("\n".join(models.COCO) + "\n")
-    handler = {"task": "detection", "format": "yolo", "labels": "coco.txt", "model_max_batch": 8, **models.LETTERBOX}
+    (src / "coco.txt").write_text(yolo.COCO_LABELS)
+    handler = {"task": "detection", "format": "yolo", "labels": "coco.txt", "model_max_batch": 8, **yolo.LETTERBOX}
     (src / "detector.yaml").write_text(yaml.safe_dump({**BATCHING, "handler": handler}))
-    env = {**os.environ, "MODEL_STORE": str(store), "PYTHON": sys.executable}
-    subprocess.run(["bash", str(ROOT / "archive.sh"), DETECTOR, str(onnx), str(src / "detector.yaml")], check=True,
-                   env=env, stdout=subprocess.DEVNULL)
-    # The handler package beside decode_handler.py, as bench.e2e packs it.
-    shutil.copytree(ROOT / "handler", src / "stage" / "handler", ignore=shutil.ignore_patterns("models", "__pycache__"))
     (src / "decode.yaml").write_text(yaml.safe_dump({**BATCHING, "handler": {}}))
     (src / "unused.pt").write_bytes(b"")  # the decode-only handler loads no model
-    archive(store, DECODE, ROOT / "bench" / "decode_handler.py", src / "unused.pt", src / "decode.yaml", src / "stage")
-    names = (DETECTOR, DECODE)
-    served = {m: {"1.0": {"defaultVersion": True, "marName": f"{m}.mar", **BATCHING}} for m in names}
-    overlay = f"load_models={','.join(f'{m}.mar' for m in names)}\nmodels={json.dumps(served)}\n"
-    return TorchServe(work / "ts", {m: store / f"{m}.mar" for m in names}, overlays=[overlay],
-                      port_offset=port_offset).start(timeout_s=300)
-
-
-def _cpu(groups: dict[str, list[psutil.Process]]) -> dict[str, float]:
-    """Core-seconds each group of processes has spent, and the whole machine (`machine`)."""
-    out = {group: sum(sum(p.cpu_times()[:2]) for p in procs) for group, procs in groups.items()}
-    busy = psutil.cpu_times()
-    return out | {"machine": busy.user + busy.nice + busy.system + busy.irq + busy.softirq + busy.steal}
+    mars = {DETECTOR: harness.shipped(store, DETECTOR, onnx, src / "detector.yaml"),
+            DECODE: harness.archive(store, DECODE, ROOT / "bench" / "decode_handler.py", src / "unused.pt",
+                                    src / "decode.yaml", with_handler=True)}
+    return harness.serve(work / "ts", mars, BATCHING, port_offset)
 
 
 class Bench:
@@ -279,22 +253,18 @@ class Bench:
             try:
                 self._first_answers(ingest, cameras)
                 time.sleep(self.plan.warmup)
-                worker = psutil.Process(self.server.worker_pids(model)[0])
-                gst = [p for p in psutil.Process().children() if "gst_rtsp.py" in " ".join(p.cmdline())]
-                groups = {"bridge": [psutil.Process(ingest.process.pid)], "torchserve": [worker, worker.parent()],
-                          "cameras": gst}
-                before, t0 = _cpu(groups), time.time()
+                worker = self.server.worker_pids(model)[0]
+                window = harness.Window({"bridge": [ingest.process.pid], "torchserve": [worker, harness.parent(worker)],
+                                         "cameras": harness.children(os.getpid(), "gst_rtsp.py")}).start()
                 time.sleep(self.plan.seconds)
-                after, t1 = _cpu(groups), time.time()
+                spent = window.stop()
                 time.sleep(self.plan.tail)
                 ingest.stop(timeout=30)
             finally:
                 ingest.kill()
-        spent = {k: after[k] - before[k] for k in after}
-        spent["others"] = spent.pop("machine") - sum(spent.values())
         rate = FRAMES_FPS if mode == "frames" else float(camera_scenes.FPS)
-        found = summarise(ingest.lines(), names, t0, t1, self.plan.tail, rate, mode == "frames")
-        done = replace(found, cpu_s={k: round(v, 2) for k, v in spent.items()}, load=round(os.getloadavg()[0], 2),
+        found = summarise(ingest.lines(), names, window.t0, window.t1, self.plan.tail, rate, mode == "frames")
+        done = replace(found, cpu_s=spent, load=round(os.getloadavg()[0], 2),
                        lag_limit_ms=1000 * self.plan.lag_s)
         self.progress(f"{scene} {resolution} {mode} {setting} N={cameras}: {done.fraction:.2f} answered, "
                       f"{done.model_frames:.2f} model frames/camera-s, lag {done.lag_p50_ms}/{done.lag_p99_ms} ms, CPU "
@@ -341,7 +311,7 @@ def footer(rows: list[Row]) -> str:
     loads = [t.load or 0.0 for t in windows] or [0.0]
     limits = "; ".join(f"{r.resolution} {r.mode}: {r.carried:g}" for r in rows if r.setting == "decode")
     return "\n".join([f"decode-only limit (cameras): {limits or 'not measured'}",
-                      f"machine: {psutil.cpu_count()} cores ({_cpu_model()}); other processes' CPU in the windows: "
+                      f"machine: {harness.machine()}; other processes' CPU in the windows: "
                       f"mean {statistics.fmean(others):.0f}%, max {max(others):.0f}% of a core; load average at the "
                       f"windows' ends {min(loads):.2f}-{max(loads):.2f}", *targets(rows)])
 
@@ -375,31 +345,24 @@ def main(argv: list[str] | None = None) -> int:
     given = {f.name: getattr(args, f.name) for f in fields(Plan) if getattr(args, f.name, None) is not None}
     plan = replace(SHORT if args.short else Plan(), **given)
     started = time.time()
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # torchserve, the archiver
 
-    def progress(line: str) -> None:
-        print(f"  [{time.time() - started:4.0f} s] {line}", file=sys.stderr, flush=True)
+    def scenario(progress: Callable[[str], None]) -> int:
+        with tempfile.TemporaryDirectory(prefix="bench-cameras-") as tmp:
+            server = start_server(Path(tmp), args.port_offset)
+            try:
+                rows = run(Bench(Path(tmp), plan, server, args.cache, progress))
+            finally:
+                server.stop()
+        command = " ".join(sys.argv[1:] if argv is None else argv)
+        print(f"{table(rows)}\n\n{footer(rows)}\n\n(`python -m bench.cameras {command}`, {time.time() - started:.0f} s)")
+        harness.report(args.json, sys.argv[1:] if argv is None else argv, plan=asdict(plan),
+                       presence={s: camera_scenes.presence(s, plan.clip * camera_scenes.FPS) for s in plan.scenes},
+                       rows=[asdict(r) | {"cpu_per_camera_pct": r.trial.cpu_per_camera_pct,
+                                          "model_frames_per_camera_s": r.trial.model_frames} for r in rows],
+                       targets=targets(rows))
+        return 0
 
-    def interrupted(*_: object) -> None:
-        raise KeyboardInterrupt  # `kill` stops TorchServe too (the finally blocks)
-
-    signal.signal(signal.SIGTERM, interrupted)
-    with tempfile.TemporaryDirectory(prefix="bench-cameras-") as tmp:
-        server = start_server(Path(tmp), args.port_offset, progress)
-        try:
-            rows = run(Bench(Path(tmp), plan, server, args.cache, progress))
-        finally:
-            server.stop()
-    command = " ".join(sys.argv[1:] if argv is None else argv)
-    print(f"{table(rows)}\n\n{footer(rows)}\n\n(`python -m bench.cameras {command}`, {time.time() - started:.0f} s)")
-    if args.json:
-        args.json.write_text(json.dumps({
-            "command": command, "commit": commit(), "plan": asdict(plan), "cores": psutil.cpu_count(),
-            "presence": {s: camera_scenes.presence(s, plan.clip * camera_scenes.FPS) for s in plan.scenes},
-            "rows": [asdict(r) | {"cpu_per_camera_pct": r.trial.cpu_per_camera_pct,
-                                  "model_frames_per_camera_s": r.trial.model_frames} for r in rows],
-            "targets": targets(rows)}, indent=1))
-    return 0
+    return harness.main(scenario)
 
 
 if __name__ == "__main__":

@@ -30,9 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import secrets
-import signal
 import statistics
 import subprocess
 import sys
@@ -48,11 +46,12 @@ from typing import Any
 import requests
 import yaml
 
+from bench import harness
+from bench.harness import ROOT
 from tests.e2e.ingest_cli import Ingest
-from tests.e2e.server import TorchServe
 from tests.mosquitto import Mosquitto, Subscriber
 from tests.rtsp_server import RtspServer, free_port
-from tests.support import ROOT
+from tsutil.server import TorchServe
 
 MODEL = "planted_tracks"
 SIZE = (320, 192)
@@ -112,7 +111,6 @@ def planted_server(work: Path, port_offset: int, key_min: float) -> TorchServe:
     """TorchServe serving the planted detector as `planted_tracks` (tests/e2e/conftest.py's
     `planted_store` and `detector`, outside pytest), its keys living `key_min` minutes."""
     from tests import planted
-    from tests.e2e.server import build_archives
 
     work.mkdir(parents=True, exist_ok=True)
     planted.script(planted.Yolo()).save(str(work / f"{MODEL}.pt"))
@@ -121,10 +119,8 @@ def planted_server(work: Path, port_offset: int, key_min: float) -> TorchServe:
     workers = {"minWorkers": 1, "maxWorkers": 1, "batchSize": 8, "maxBatchDelay": 20, "responseTimeout": 120}
     (work / f"{MODEL}.yaml").write_text(yaml.safe_dump({**workers, "handler": handler}))
     (work / "index_to_name.json").write_text(json.dumps({"0": "red", "1": "green", "2": "blue"}))
-    build_archives(work / "store", MODEL, str(work / f"{MODEL}.pt"), str(work / f"{MODEL}.yaml"))
-    models = {MODEL: {"1.0": {"defaultVersion": True, "marName": f"{MODEL}.mar", **workers}}}
-    return TorchServe(work / "ts", work / "store", port_offset=port_offset, overlays=[
-        f"load_models={MODEL}.mar\nmodels={json.dumps(models)}\ntoken_expiration_min={key_min:g}\n"]).start(timeout_s=300)
+    mar = harness.shipped(work / "store", MODEL, work / f"{MODEL}.pt", work / f"{MODEL}.yaml")
+    return harness.serve(work / "ts", {MODEL: mar}, workers, port_offset, f"token_expiration_min={key_min:g}\n")
 
 
 def start_keys(server: TorchServe, log: Path) -> subprocess.Popen:
@@ -265,13 +261,6 @@ class Results:
         return [round(now - self.last_answer[n], 1) if n in self.last_answer else None for n in names]
 
 
-def process_sample(pid: int) -> tuple[float, int, int]:
-    """(resident MiB, threads, open fds) of process `pid`, from /proc."""
-    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
-    rss_kib = int(fields["VmRSS"].split()[0])
-    return rss_kib / 1024, int(fields["Threads"]), len(os.listdir(f"/proc/{pid}/fd"))
-
-
 def live_pictures(body: bytes) -> list[dict[str, Any]]:
     """The headers of an `/api/live` answer's pictures (each: 4-byte header length, 4-byte payload length, ...)."""
     headers, at = [], 0
@@ -361,7 +350,7 @@ def disturb(run: Run, stop: threading.Event) -> list[threading.Thread]:
 def take_sample(run: Run, started: float) -> dict[str, Any]:
     """One row: the bridge's memory, threads and fds, events so far, each camera's last answer's age."""
     run.results.read()
-    rss, threads, fds = process_sample(run.ingest.process.pid)
+    rss, threads, fds = harness.memory(run.ingest.process.pid)
     row = {"t_s": round(time.monotonic() - started, 1), "rss_mb": round(rss, 1), "threads": threads, "fds": fds,
            "events": sum(run.results.kinds.values()), "ages_s": run.results.ages(run.fleet.names, time.time())}
     run.samples.append(row)
@@ -434,13 +423,6 @@ def verdicts(run: Run, slopes: dict[str, dict[str, Any]], ages: list[float | Non
             else None, "mqtt_complete": not missing, "none_stuck": not stuck, "stuck": stuck}
 
 
-def commit() -> str:
-    found = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
-    return found.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
-
-
 def finish(run: Run) -> dict[str, Any]:
     """Stops the bridge (SIGTERM), waits for the last events on MQTT, and makes the result."""
     run.results.read()
@@ -448,7 +430,7 @@ def finish(run: Run) -> dict[str, Any]:
     code, _ = run.ingest.stop(timeout=60)
     missing = mqtt_missing(run)
     slopes = trends(run.samples, run.plan.warmup_s)
-    return {"plan": asdict(run.plan), "commit": commit(), "exit_status": code, "samples": run.samples,
+    return {"plan": asdict(run.plan), "commit": harness.commit(), "exit_status": code, "samples": run.samples,
             "slopes": slopes, "verdicts": verdicts(run, slopes, ages, missing), "final_ages_s": ages,
             "events": sum(run.results.kinds.values()), "events_by_kind": dict(run.results.kinds),
             "mqtt": {"unique": len(run.subscriber.seen()), "arrivals": run.subscriber.arrivals,
@@ -534,25 +516,23 @@ def main(argv: list[str] | None = None) -> int:
     given = {k: getattr(args, k) for k in ("sample_s", "warmup_s", "camera_restart_s", "edit_s", "allocator")}
     plan = replace(plan, **{k: v for k, v in given.items() if v})
 
-    def interrupted(*_: object) -> None:
-        raise KeyboardInterrupt  # `kill` stops TorchServe, the cameras and the broker too (the finally blocks)
+    def scenario(progress: Callable[[str], None]) -> int:
+        with tempfile.TemporaryDirectory(prefix="bench-soak-bridge-") as tmp:
+            work = args.work or Path(tmp)
+            work.mkdir(parents=True, exist_ok=True)
+            server = planted_server(work / "detector", args.port_offset, plan.key_min)
+            keys = start_keys(server, work / "keys.log")
+            try:
+                result = run_soak(work, plan, server)
+            finally:
+                keys.terminate()
+                keys.wait(60)
+                server.stop()
+        print(summary(result))
+        harness.report(args.json, sys.argv[1:] if argv is None else argv, **result)
+        return 0 if all(result["verdicts"][k] is not False for k in ("flat", "mqtt_complete", "none_stuck")) else 1
 
-    signal.signal(signal.SIGTERM, interrupted)
-    with tempfile.TemporaryDirectory(prefix="bench-soak-bridge-") as tmp:
-        work = args.work or Path(tmp)
-        work.mkdir(parents=True, exist_ok=True)
-        server = planted_server(work / "detector", args.port_offset, plan.key_min)
-        keys = start_keys(server, work / "keys.log")
-        try:
-            result = run_soak(work, plan, server)
-        finally:
-            keys.terminate()
-            keys.wait(60)
-            server.stop()
-    print(summary(result))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1))
-    return 0 if all(result["verdicts"][k] is not False for k in ("flat", "mqtt_complete", "none_stuck")) else 1
+    return harness.main(scenario)
 
 
 if __name__ == "__main__":
