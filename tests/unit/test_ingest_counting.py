@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 from PIL import Image
 from prometheus_client import generate_latest
 
-from bench import trackers26
 from ingest import config
 from ingest.analytics.analyse import Analytics
 from ingest.analytics.scene import Shape, Zone
@@ -186,6 +185,34 @@ def test_a_zone_that_fails_leaves_the_other_zones_and_lines_their_events_and_sta
     assert "camera c: zone 'bad' failed on a frame (1 failures so far" in caplog.text
 
 
+def bytetrack(lost_track_seconds: float = 1.0, threshold: float = 0.5):
+    """Roboflow's `trackers` 2.6 `ByteTrackTracker`, built and read exactly as video-ingest used it
+    before its own tracker: an `update(detections, seconds) -> ids` like `Tracks.update`, each
+    detection's id (the camera's, from 1) or None."""
+    import supervision as sv
+    from trackers import ByteTrackTracker
+
+    tracker = ByteTrackTracker(lost_track_buffer=max(1, round(lost_track_seconds * 30)), frame_rate=30.0,
+                               track_activation_threshold=threshold, high_conf_det_threshold=threshold)
+    camera_ids: dict[int, int] = {}
+
+    def update(detections, seconds):
+        n = len(detections)
+        frame = sv.Detections(xyxy=np.array([d["box"] for d in detections], dtype=np.float64).reshape(n, 4),
+                              confidence=np.array([float(d.get("score", 1.0)) for d in detections], dtype=np.float64),
+                              data={"index": np.arange(n)})
+        result = tracker.update(frame, timestamp=seconds)
+        ids = [None] * n
+        if result.tracker_id is None or len(result) == 0:  # (an empty answer carries no `index`)
+            return ids
+        for index, tracker_id in zip(result.data["index"], result.tracker_id):
+            if tracker_id >= 0:
+                ids[int(index)] = camera_ids.setdefault(int(tracker_id), len(camera_ids) + 1)
+        return ids
+
+    return update
+
+
 def test_the_tracker_gives_the_ids_trackers_2_6_gives_frame_by_frame():
     """Crossing paths, missed boxes, low scores and a 0.5 s gap: the same ids as the library
     whose algorithm it runs (its arithmetic over all tracks at once)."""
@@ -203,7 +230,7 @@ def test_the_tracker_gives_the_ids_trackers_2_6_gives_frame_by_frame():
             detections.append({"box": [x, y, x + 60.0, y + 90.0], "score": float(rng.choice([0.3, 0.8, 0.9]))})
         frames.append(detections)
         times.append(f / 30)
-    tracks, library = Tracks(), trackers26.bytetrack()
+    tracks, library = Tracks(), bytetrack()
     assert [tracks.update(d, t) for d, t in zip(frames, times)] == [library(d, t) for d, t in zip(frames, times)]
 
 

@@ -36,18 +36,11 @@ def test_ingest_imports_only_the_key_tools_and_the_handlers_ground_floor():
             assert any(name == a or name.startswith(a + ".") for a in ALLOWED), f"{path.name} imports {name}"
 
 
-#: Measure the bridge: through its command line, and its tracker's cost a frame and accuracy in
-#: process, against other trackers.
-BENCHES = {ROOT / "bench" / name for name in ("ingest.py", "mqtt.py", "tracker_accuracy.py", "web.py")}
-
-
 def test_nothing_of_the_project_imports_ingest():
     for package in PROJECT:
         if package == "ingest":
             continue
         for path in sorted((ROOT / package).rglob("*.py")):
-            if path in BENCHES:
-                continue
             assert not any(n.split(".")[0] == "ingest" for n in _imports(path)), f"{path} imports ingest"
 
 
