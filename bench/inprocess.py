@@ -1,8 +1,8 @@
-"""In-process bench: each handler's `handle` on a real `ts.context.Context`, no server.
+"""In process: each handler's `handle` on a real `ts.context.Context`, no server.
 
 Same frames, same batches for our handler (frame_quality, and the trivial model of
 `bench.trivial_model`), the decode-only handler, the stock-style handler (frame_quality) and a no-op one;
-frames/s from untimed runs, then one instrumented run for the per-stage breakdown.
+frames/s from timed runs, then one instrumented run for the per-stage breakdown.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from bench.torchserve import ROOT
+from bench.harness import ROOT
 from loadgen.frames import Format, encode, frame
 from loadgen.schedule import Resolution
 
@@ -174,22 +174,14 @@ def _handlers(model_dir: Path, device: str) -> dict[str, tuple[object, object, C
     return out
 
 
-def _sync(device: str) -> Callable[[], None]:
-    return torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-
-
-def bench(model_dir: Path, device: str = "cpu", frames: int = 32, iterations: int = 3,
-          loads: list[Workload] | None = None) -> list[Result]:
+def bench(model_dir: Path, device: str, iterations: int, loads: list[Workload]) -> list[Result]:
     """Every handler on every workload: warm-up, `iterations` timed batches, one staged batch.
 
     Args:
         model_dir: holds `frame_quality.pt` (`handler.models.build.build_all`).
         device: `cpu` or `cuda`.
-        frames: requests (one frame each) per batch.
-        iterations: timed batches per handler and workload.
     """
-    sync = _sync(device)
-    loads = loads if loads is not None else workloads(frames)
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     results = []
     for name, (handler, ctx, stages) in _handlers(model_dir, device).items():
         for load in loads:

@@ -1,12 +1,11 @@
-"""A trivial model for the bench: the per-frame mean of its input, so the handler's own cost shows.
+"""The bench's trivial model: the per-frame mean of its input, so the handler's own cost shows.
 
-`python -m bench.trivial_model OUT.pt` writes it as TorchScript; the bench packages it with
-`archive.sh trivial OUT.pt bench/trivial.yaml`, the way for your own model (docs/models.md).
+The bench packs it with `archive.sh trivial trivial.pt bench/trivial.yaml`, the way for your own
+model (docs/models.md).
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import torch
@@ -21,15 +20,7 @@ class Trivial(nn.Module):
 
 
 def build(out: Path) -> Path:
+    """Writes the trivial model to `out` as TorchScript."""
+    out.parent.mkdir(parents=True, exist_ok=True)
     torch.jit.script(Trivial().eval()).save(str(out))
     return out
-
-
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("out", type=Path)
-    build(p.parse_args().out)
-
-
-if __name__ == "__main__":
-    main()
