@@ -16,10 +16,8 @@ if [[ ! -f $stamp || $root/pyproject.toml -nt $stamp || $0 -nt $stamp ]]; then
   echo "vision: installing torch 2.13 and torchvision 0.28 from PyPI, then the project (once)" >&2
   "${pip_env[@]}" "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
     --index-url https://pypi.org/simple "torch==2.13.0" "torchvision==0.28.0"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$root[test,onnx]"  # onnx: bench.models' ONNX rows
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$root[test]"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps facenet-pytorch==2.6.0
-  # TorchServe's stock vision handlers import captum (python -m bench.models runs one).
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check captum
   "$venv/bin/python" -c "import torchvision.ops" || {
     echo "vision: torchvision does not import beside this torch; with a local CPU-only torch in pip's" \
          "configuration, run with VISION_PIP_ISOLATED=1" >&2

@@ -41,7 +41,7 @@ _MIN_IOU = 0.1  # a match needs at least this overlap
 _CONFIRM = 2  # consecutive matches that give a track its id
 #: The detections of one frame the tracker takes at most, the highest-scoring first: its IoU matrix
 #: and optimal assignment grow faster than their number (issue 38: 17 ms a frame at 300, 501 ms at
-#: 2,000; `python -m bench.ingest --caps-only`) while the handler answers up to 100,000
+#: 2,000; a one-off `python -m bench.ingest --caps-only`, `git show 1524e55:bench/ingest.py`) while the handler answers up to 100,000
 #: (docs/ingest.md, "Tracking").
 MAX_DETECTIONS = 300
 # The columns of a track's row (`Tracks._rows`).

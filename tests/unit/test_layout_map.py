@@ -21,7 +21,7 @@ MAP = ROOT / "docs" / "layout.md"
 #: Folders whose files the map does not list (data, built archives, the docs themselves, vendored schemas).
 EXCLUDED = ("data/", "model_store/", "docs/", "deploy/schemas/")
 #: What the walk leaves out when git is not there: the .gitignore entries, and git's own folder.
-WALK_SKIPPED_DIRS = {".git", ".venv", ".venv-vision", ".venv-pytriton", ".venv-litserve", ".whl", "__pycache__", ".pytest_cache", ".hypothesis", "build", "logs",
+WALK_SKIPPED_DIRS = {".git", ".venv", ".venv-vision", ".whl", "__pycache__", ".pytest_cache", ".hypothesis", "build", "logs",
                      ".mypy_cache", ".ruff_cache"}
 WALK_SKIPPED_FILES = (".git", "*.pyc", "key_file.json", "model_store/*.mar")  # .git: a worktree's link file
 ENTRY = re.compile(r"^- `([^`]+)`")
