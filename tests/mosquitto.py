@@ -116,21 +116,32 @@ def certificates(work: Path, name: str = "test") -> Certificates:
 
 class Subscriber:
     """A paho-mqtt client subscribed at QoS 1 to `topic`, with a persistent session
-    (clean_session false: what arrives while it is away is kept by the broker for it)."""
+    (clean_session false: what arrives while it is away is kept by the broker for it).
+
+    Made, it is subscribed: the constructor returns once the broker's SUBACK has come. (The
+    SUBSCRIBE goes from paho's thread after the CONNACK; a test that published as soon as the
+    constructor returned lost, on a loaded machine, whatever the broker routed before it: a
+    subscription receives only what is published after it.)
+    """
 
     def __init__(self, broker: Mosquitto, topic: str = "#", client_id: str = "test-subscriber",
-                 login: tuple[str, str] | None = None) -> None:
+                 login: tuple[str, str] | None = None, timeout: float = 15.0) -> None:
         self.messages: list[tuple[str, bytes, bool]] = []  # (topic, payload, retained)
         self._lock = threading.Lock()
         self._topic = topic
+        self._subscribed = threading.Event()
         self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=False)
         if login:
             self.client.username_pw_set(*login)
         self.client.on_connect = lambda c, *_: c.subscribe(self._topic, qos=1)
+        self.client.on_subscribe = lambda *_: self._subscribed.set()
         self.client.on_message = self._message
         self.client.reconnect_delay_set(0.2, 1)
         self.client.connect("127.0.0.1", broker.port)
         self.client.loop_start()
+        if not self._subscribed.wait(timeout):
+            self.close()
+            pytest.fail(f"the test's subscriber got no SUBACK for {topic!r} in {timeout:g} s: {broker.log()[-1000:]}")
 
     def _message(self, client: mqtt.Client, userdata: object, message: mqtt.MQTTMessage) -> None:
         with self._lock:
