@@ -52,10 +52,12 @@ class Node:
         self.process.wait(timeout=30)
 
     def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 5 s: a head node's `ray start --block` does not end on
+        SIGTERM (it waited out the 30 s this gave it, twice a test run)."""
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
-                self.process.wait(timeout=30)
+                self.process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self.kill()
 

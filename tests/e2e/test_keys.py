@@ -1,4 +1,4 @@
-"""Keys that never lapse: TorchServe with `token_expiration_min=0.5` (30 s keys: TorchServe reads
+"""Keys that never lapse: TorchServe with `token_expiration_min=0.25` (15 s keys: TorchServe reads
 the minutes as a double), video-keys beside it, and producers running across several expiries
 lose no request to authorization.
 
@@ -27,8 +27,8 @@ from loadgen.schedule import Resolution
 from tests.e2e.server import TorchServe
 from tests.support import ROOT
 
-RUN_S = 75.0
-LIFETIME_S = 30.0
+RUN_S = 45.0
+LIFETIME_S = 15.0
 MODEL = "frame_quality"
 STREAM_MODEL = "frame_quality_stream"
 
@@ -62,9 +62,9 @@ def _producer(server: TorchServe, stop: threading.Event, out: dict) -> None:
 
 @pytest.fixture(scope="module")
 def expiring(archives, tmp_path_factory):
-    """TorchServe with keys that live 30 s, and video-keys renewing them."""
+    """TorchServe with keys that live 15 s, and video-keys renewing them."""
     work = tmp_path_factory.mktemp("keys")
-    server = TorchServe(work / "ts", archives, overlays=["token_expiration_min=0.5\n"]).start()
+    server = TorchServe(work / "ts", archives, overlays=["token_expiration_min=0.25\n"]).start()
     log = (work / "keys.log").open("w")
     rotator = subprocess.Popen([sys.executable, "-m", "tskeys.rotate", "--config", str(server.workdir / "config.properties"),
                                 "--key-file", str(server.workdir / "key_file.json")],

@@ -22,8 +22,9 @@ SCENE_MOTION = {"threshold": 8}
 #: The clock of the parked scene, and its mask.
 CLOCK = (0.0, 0.0, 0.25, 0.12)
 CLOCK_MASK = [[[0, 0], [0.3, 0], [0.3, 0.15], [0, 0.15]]]
-PARKED_FRAMES = 1050  # 70 s
-LIGHTS_ON, IR_TO_COLOUR, COLOUR_TO_IR = 307, 607, 907  # frames, inside segments (key frames every 15)
+PARKED_FRAMES = 600  # 40 s
+LEAVES = 495  # red parks from frame 45 to here: 30 s, three whole looks' time
+LIGHTS_ON, IR_TO_COLOUR, COLOUR_TO_IR = 157, 307, 457  # frames, inside segments (key frames every 15)
 
 
 def finished(ingest: Ingest, *names: str) -> bool:
@@ -72,8 +73,8 @@ def test_the_scripted_scenes_count_the_same_with_motion_on_and_off(detector, vid
 
 
 def parked(width: int, height: int, n: int) -> np.ndarray:
-    """Red comes into the door (x 0.6 -> 0.15 from frame 30 to 45), parks for 60 s, leaves (frames
-    945-960); blue stands still all along; a clock ticks in the corner; the lights go up at
+    """Red comes into the door (x 0.6 -> 0.15 from frame 30 to 45), parks for 30 s, leaves (frames
+    `LEAVES` to `LEAVES` + 15); blue stands still all along; a clock ticks in the corner; the lights go up at
     `LIGHTS_ON`; the camera leaves infrared (grey) for colour at the same luma at `IR_TO_COLOUR`,
     and goes back at `COLOUR_TO_IR` (a red square crossing that colour reads green at its moving
     edges through the encoder: a class flip both settings see, left out of this test)."""
@@ -84,8 +85,8 @@ def parked(width: int, height: int, n: int) -> np.ndarray:
     x1, y1, x2, y2 = (round(v * s) for v, s in zip(CLOCK, (width, height, width, height)))
     out[y1:y2, x1:x2] = 0
     out[y1 + 4:y2 - 4, x1 + 4:x1 + 4 + (n // scenes.FPS % 10) * 6] = 255  # the seconds, as a bar
-    red = 0.6 if n < 30 or n >= 960 else 0.15 if 45 <= n < 945 else (
-        0.6 - 0.45 * (n - 30) / 15 if n < 45 else 0.15 + 0.45 * (n - 945) / 15)
+    red = 0.6 if n < 30 or n >= LEAVES + 15 else 0.15 if 45 <= n < LEAVES else (
+        0.6 - 0.45 * (n - 30) / 15 if n < 45 else 0.15 + 0.45 * (n - LEAVES) / 15)
     for name, cx, colour in (("red", red, (255, 0, 0)), ("blue", 0.8, (0, 0, 255))):
         cy = scenes.ROWS[name]
         bx1, bx2 = round((cx - scenes.BOX[0] / 2) * width), round((cx + scenes.BOX[0] / 2) * width)
@@ -95,7 +96,7 @@ def parked(width: int, height: int, n: int) -> np.ndarray:
 
 
 def test_a_parked_square_keeps_its_id_and_dwell_through_lights_infrared_and_a_clock(detector, tmp_path):
-    """Red parks in the door for a minute, then leaves: with motion on (the clock masked) it keeps
+    """Red parks in the door for 30 s, then leaves: with motion on (the clock masked) it keeps
     its one id and leaves with the dwell motion off gives it; blue, still all along, is tracked on
     the whole looks alone; the clock, the lights and the infrared switch make the model look at
     nothing: while red is parked the model looks only at the whole looks (two frames every
@@ -114,14 +115,14 @@ def test_a_parked_square_keeps_its_id_and_dwell_through_lights_infrared_and_a_cl
         for colour in ("red", "blue"):
             assert len(set(track_ids(on, colour))) == 1, colour
         dwell = {name: [e["dwell_s"] for e in ingest.events(name, "left")] for name in ("off", "on")}
-        # in from frame 35 (its anchor past x = 0.3) to frame 946: 911 frames at 15 fps
-        assert dwell["on"] == dwell["off"] == [60.733333]
-        parked_window = on[60:930]
+        # in from frame 35 (its anchor past x = 0.3) to frame LEAVES + 1 (496): 461 frames at 15 fps
+        assert dwell["on"] == dwell["off"] == [30.733333]
+        parked_window = on[60:LEAVES - 15]
         assert all(a["motion"] == [] for a in parked_window)  # the clock masked, lights and IR not motion
         assert any(a.get("lighting") for a in on[LIGHTS_ON - 1:LIGHTS_ON + 2])
         whole = [a for a in parked_window if a["looked"]]
         assert all(a["regions"] == [[0, 0, *SMALL]] for a in whole)
-        assert len(whole) <= 2 * (870 // (10 * scenes.FPS) + 1)  # two frames every 10 s
+        assert len(whole) <= 2 * (len(parked_window) // (10 * scenes.FPS) + 1)  # two frames every 10 s
         seen = looked(on)
         assert seen.count(True) < 0.1 * len(seen)
     finally:
