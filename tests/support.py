@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import shutil
 from collections.abc import Sequence
 from functools import cache
@@ -21,6 +22,14 @@ from handler.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT / "data" / "images"
+
+
+def fenced_block(page: Path, after: str, language: str) -> str:
+    """The first fenced `language` block after the text `after` in `page` (README.md, docs/...)."""
+    text = page.read_text()
+    match = re.search(rf"```{language}\n(.*?)```", text[text.index(after):], re.S)
+    assert match, f"no ```{language} block after {after!r} in {page.name}"
+    return match[1]
 
 
 def copy_checkout(dest: Path) -> Path:

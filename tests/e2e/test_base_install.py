@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -22,8 +21,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from tests import support
-from tsutil import properties
-from tsutil.server import TorchServe, env_port_offset
+from tsutil.server import TorchServe
 
 PYPROJECT = tomllib.loads((support.ROOT / "pyproject.toml").read_text())["project"]
 SHOWN = "http://127.0.0.1:8080"  # the address the README shows (offset 0)
@@ -103,12 +101,9 @@ def test_the_readme_archive_packs_and_serves_and_answers_the_readme_curl(base, t
         worker = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
         assert worker.startswith(str(base.root)), worker  # the worker runs the base install's python
 
-        readme = (support.ROOT / "README.md").read_text()
-        curl = re.search(r"```bash\n(.*?)```", readme[readme.index("it is this one"):], re.S)[1].strip()
-        shown = json.loads(re.search(r"```json\n(.*?)```", readme[readme.index("it is this one"):], re.S)[1])
-        offset = properties.parse(properties.overlay(properties.SHIPPED.read_text(),
-                                                     properties.port_overrides(env_port_offset())))
-        answer = subprocess.run(["bash", "-c", curl.replace(SHOWN, offset["inference_address"])
+        curl = support.fenced_block(support.ROOT / "README.md", "it is this one", "bash").strip()
+        shown = json.loads(support.fenced_block(support.ROOT / "README.md", "it is this one", "json"))
+        answer = subprocess.run(["bash", "-c", curl.replace(SHOWN, server.inference_url)
                                  .replace("@data/", f"@{support.ROOT}/data/") + " -sS -w '\\n%{http_code}'"],
                                 cwd=server.workdir, capture_output=True, text=True, timeout=120)
     body, status = answer.stdout.rsplit("\n", 1)
@@ -119,16 +114,16 @@ def test_the_readme_archive_packs_and_serves_and_answers_the_readme_curl(base, t
     support.assert_quality(got["frames"][0]["outputs"], support.decoded((support.IMAGES / "chelsea.png").read_bytes()))
 
 
-@pytest.mark.parametrize(("command", "extra"), [
-    (["video-ingest", "--help"], "ingest"), (["video-loadgen", "--help"], "loadgen"),
-    (["video-autotune", "--help"], "autotune"), (["video-ray", "--help"], "ray"),
-    (["python", "-m", "loadgen", "--help"], "loadgen"), (["python", "-m", "rayserve", "stop"], "ray")])
-def test_a_command_without_its_extra_says_in_one_line_which_to_install(base, tmp_path, command, extra):
+@pytest.mark.parametrize(("command", "name", "extra"), [
+    (["video-ingest", "--help"], "video-ingest", "ingest"), (["video-loadgen", "--help"], "video-loadgen", "loadgen"),
+    (["video-autotune", "--help"], "video-autotune", "autotune"), (["video-ray", "--help"], "video-ray", "ray"),
+    (["python", "-m", "loadgen", "--help"], "video-loadgen", "loadgen"),
+    (["python", "-m", "rayserve", "stop"], "video-ray", "ray")])
+def test_a_command_without_its_extra_says_in_one_line_which_to_install(base, tmp_path, command, name, extra):
     done = subprocess.run([base.bin / command[0], *command[1:]], cwd=tmp_path, capture_output=True, text=True,
                           timeout=120)
     assert (done.returncode, done.stdout) == (1, "")
     [line] = done.stderr.splitlines()
-    name = {"python": "video-loadgen" if extra == "loadgen" else "video-ray"}.get(command[0], command[0])
     assert line.startswith(f"{name} needs the '{extra}' extra (")
     assert line.endswith(f"not installed): pip install 'video-frame-handler[{extra}]'")
 

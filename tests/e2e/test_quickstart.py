@@ -28,10 +28,7 @@ SHOWN = "http://127.0.0.1:8080"  # the address the README shows (offset 0)
 
 
 def _readme_block(after: str, language: str) -> str:
-    """The first fenced `language` block after the text `after` in the README."""
-    match = re.search(rf"```{language}\n(.*?)```", README[README.index(after):], re.S)
-    assert match, f"no ```{language} block after {after!r} in README.md"
-    return match[1]
+    return support.fenced_block(support.ROOT / "README.md", after, language)
 
 
 def _command(text: str) -> list[str]:
@@ -97,8 +94,7 @@ def _demo_shows_the_tracked_face(checkout: Path, printed: str, inference: str, t
     from tests.rtsp_server import free_port
 
     line = printed[printed.index("Watch face_detector"):].splitlines()[1].strip()
-    docs = (support.ROOT / "docs" / "ingest.md").read_text()
-    shown = re.search(r"```bash\n(.*?)```", docs[docs.index("A demo on a fresh clone"):], re.S)[1].strip()
+    shown = support.fenced_block(support.ROOT / "docs" / "ingest.md", "A demo on a fresh clone", "bash").strip()
     assert line == shown
     assert (checkout / "data" / "demo.ts").is_file()  # made by serve.sh
     port = free_port()

@@ -6,7 +6,6 @@ graph as `model.onnx` and docs/models.md's `my_detector.yaml`; the detector answ
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -21,13 +20,6 @@ from tsutil import properties
 from tsutil.server import env_port_offset, read_key, wait_until
 
 
-def _block(page: Path, after: str, language: str) -> str:
-    text = page.read_text()
-    match = re.search(rf"```{language}\n(.*?)```", text[text.index(after):], re.S)
-    assert match, f"no ```{language} block after {after!r} in {page.name}"
-    return match[1]
-
-
 def test_the_readmes_three_lines_serve_an_onnx_detector(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -37,8 +29,8 @@ def test_the_readmes_three_lines_serve_an_onnx_detector(tmp_path):
     (repo / "config.properties").write_text(properties.overlay(properties.SHIPPED.read_text(),
                                                                properties.port_overrides(env_port_offset())))
     export(planted.Yolo(), repo / "model.onnx", 1, (640, 640), metadata=ULTRALYTICS)
-    (repo / "my_detector.yaml").write_text(_block(support.ROOT / "docs" / "models.md", "`my_detector.yaml`", "yaml"))
-    lines = _block(support.ROOT / "README.md", "An ONNX graph's batch", "bash")
+    (repo / "my_detector.yaml").write_text(support.fenced_block(support.ROOT / "docs" / "models.md", "`my_detector.yaml`", "yaml"))
+    lines = support.fenced_block(support.ROOT / "README.md", "An ONNX graph's batch", "bash")
     assert len(lines.strip().splitlines()) == 3
     env = {**os.environ, "TMPDIR": str(tmp_path)}  # torchserve's pid file, apart from other servers'
     inference = properties.parse((repo / "config.properties").read_text())["inference_address"]
