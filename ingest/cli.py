@@ -30,6 +30,9 @@ from ingest.cameras.clock import WallClock
 from ingest.cameras.watch import FileWatch
 from ingest.config import Camera, ConfigError, Mode, Transport
 from ingest.fleet import DRAIN_S, Fleet
+from ingest.record.metrics import RecordMetrics
+from ingest.record.recorder import Recorder
+from ingest.record.settings import parse_size
 from ingest.shard import Shard
 from ingest.shared import Shared
 from ingest.sinks import mqtt
@@ -60,6 +63,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--track", action="store_true", help="track the --camera cameras' detections (ByteTrack)")
     p.add_argument("--snapshot", type=Path, metavar="DIR",
                    help="every snapshot_seconds, DIR/CAMERA.jpg: the last answered frame, tracks, zones, lines drawn")
+    p.add_argument("--record", type=Path, metavar="DIR",
+                   help="keep video: recordings, and a clip and a snapshot per event, under DIR (each camera's "
+                        "`record:` settings; docs/ingest.md, Recordings)")
+    p.add_argument("--record-cap", metavar="SIZE", help="the most DIR may hold, e.g. 200G (default: 90%% of its disk)")
     p.add_argument("--url", default="http://127.0.0.1:8080", help="TorchServe's inference address")
     p.add_argument("--model", default="frame_quality")
     p.add_argument("--token-file", type=Path, default=Path("key_file.json"),
@@ -154,6 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         broker = mqtt_settings(args)
         listed = cameras(args, mqtt_on=broker is not None)
         web = (parse_address(args.web), access.load(args.web_token_file)) if args.web else None
+        cap = record_cap(args)
     except ConfigError as exc:
         print(f"video-ingest: {redact(str(exc))}", file=sys.stderr)
         return 2
@@ -167,26 +175,64 @@ def main(argv: Sequence[str] | None = None) -> int:
         metrics.serve(args.metrics_port, args.metrics_address)
     sink = _sink(broker, lines, metrics)
     view = _view(lines, metrics) if web else None
-    shared = Shared(args.url, args.model, Keys(args.token_file), lines, metrics, redact, now, args.snapshot, view)
+    try:
+        recorder = _recorder(args, cap, listed, lines, metrics)
+    except OSError as exc:
+        print(f"video-ingest: --record {args.record}: cannot record there ({exc.strerror or exc}): give a writable "
+              "directory", file=sys.stderr)
+        return 2
+    shared = Shared(args.url, args.model, Keys(args.token_file), lines, metrics, redact, now, args.snapshot, view,
+                    recorder)
     fleet = Fleet(lambda camera: CameraWorker(camera, shared).start(), args.shard)
     fleet.apply(listed)
     try:
-        server = _serve(web, view, fleet, _editor(args, broker)) if web and view else None
+        server = _serve(web, view, fleet, _editor(args, broker), recorder) if web and view else None
     except OSError as exc:
         print(f"video-ingest: --web {args.web}: cannot listen there ({exc.strerror}): choose a free port",
               file=sys.stderr)
         fleet.stop_all(time.monotonic() + DRAIN_S)
         return 2
     try:
-        _run(args, fleet, signals, redact, lines, broker, server.editor if server else None)
+        _run(args, fleet, signals, redact, lines, broker, server.editor if server else None, recorder)
     finally:
         if server is not None:
             server.close()
         fleet.stop_all(time.monotonic() + DRAIN_S)
+        if recorder is not None:
+            recorder.close()
         if sink is not None:
             sink.close()
         lines.close()
     return 0
+
+
+def record_cap(args: argparse.Namespace) -> int | None:
+    """`--record-cap` in bytes (None: the default).
+
+    Raises:
+        ConfigError: naming the fix.
+    """
+    if args.record_cap is None:
+        return None
+    if args.record is None:
+        raise ConfigError("--record-cap is the most --record DIR may hold: give --record DIR too")
+    try:
+        return parse_size(args.record_cap)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _recorder(args: argparse.Namespace, cap: int | None, listed: list[Camera], lines: Lines,
+              metrics: Metrics) -> Recorder | None:
+    """`--record DIR`'s recorder, its index reconciled with the disk, writing (None without it)."""
+    if args.record is None:
+        return None
+    recorder = Recorder(args.record, cap, lines, RecordMetrics(metrics.registry), args.results)
+    recorder.configure(listed)
+    lines.annotate(recorder.stamp)
+    lines.add_sink(recorder)
+    logger.info("recording to %s (at most %.1f GB)", recorder.directory, recorder.cap / 1e9)
+    return recorder.start()
 
 
 def _view(lines: Lines, metrics: Metrics) -> View:
@@ -202,12 +248,13 @@ def _editor(args: argparse.Namespace, broker: mqtt.MqttSettings | None) -> Edito
     return Editor(args.config, check=functools.partial(runnable, args=args, mqtt_on=broker is not None))
 
 
-def _serve(web: tuple[tuple[str, int], access.Token], view: View, fleet: Fleet, editor: Editor) -> WebServer:
+def _serve(web: tuple[tuple[str, int], access.Token], view: View, fleet: Fleet, editor: Editor,
+           recorder: Recorder | None = None) -> WebServer:
     """Starts the web view; prints its address (and a new token, once)."""
     (host, port), token = web
     fleet.view = view
     view.configure(fleet.cameras())
-    server = WebServer((host, port), token, view, editor).start()
+    server = WebServer((host, port), token, view, editor, recorder).start()
     shown = f"[{host}]" if ":" in host else host
     if not server.loopback:
         logger.warning("the web view listens on %s, beyond this machine, over plain HTTP: its token crosses the "
@@ -233,7 +280,7 @@ def _sink(broker: mqtt.MqttSettings | None, lines: Lines, metrics: Metrics) -> m
 
 
 def _run(args: argparse.Namespace, fleet: Fleet, signals: Signals, redact: Redactor, lines: Lines,
-         broker: mqtt.MqttSettings | None = None, editor: Editor | None = None) -> None:
+         broker: mqtt.MqttSettings | None = None, editor: Editor | None = None, recorder: Recorder | None = None) -> None:
     """Waits for the end (signal, duration, files done), reloading the list (and the web editor's
     reading of it) when it changes."""
     end = None if args.duration is None else time.monotonic() + args.duration
@@ -245,13 +292,13 @@ def _run(args: argparse.Namespace, fleet: Fleet, signals: Signals, redact: Redac
             return
         if watch is not None and (watch.changed() or signals.reload.is_set()):
             signals.reload.clear()
-            _reload(args, fleet, redact, lines, broker)
+            _reload(args, fleet, redact, lines, broker, recorder)
             if editor is not None:
                 editor.refresh()
 
 
 def _reload(args: argparse.Namespace, fleet: Fleet, redact: Redactor, lines: Lines,
-            broker: mqtt.MqttSettings | None) -> None:
+            broker: mqtt.MqttSettings | None, recorder: Recorder | None = None) -> None:
     try:
         listed = cameras(args, mqtt_on=broker is not None)
         if mqtt_settings(args) != broker:
@@ -264,6 +311,8 @@ def _reload(args: argparse.Namespace, fleet: Fleet, redact: Redactor, lines: Lin
         return
     redact.update(s for c in listed for s in c.secrets)
     lines.event(None, "reloaded", cameras=sorted(c.name for c in listed if args.shard.includes(c.name)))
+    if recorder is not None:
+        recorder.configure(listed)
     fleet.apply(listed)
     if fleet.view is not None:
         fleet.view.configure(fleet.cameras())

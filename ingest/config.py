@@ -28,6 +28,8 @@ import yaml
 from handler.motion import MotionSettings
 from ingest.analytics import scene
 from ingest.analytics.scene import Scene, SceneError
+from ingest.record import settings as record_settings
+from ingest.record.settings import RecordSettings
 from ingest.sinks.redact import url_secrets
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -87,6 +89,7 @@ class Camera:
         env_values: the values `${VAR}`s of the URL took (secrets).
         motion: motion first (DESIGN section 15): the model looks only where something moved;
             None: the default (on for live cameras, off for files), False: off.
+        record: `record:` (ingest.record.settings), used with `--record DIR`; None: the defaults.
         scene: tracking, zones and lines (`ingest.analytics.scene`); not part of the camera's identity: a
             change applies to the running camera, which keeps its connection and its tracks.
     """
@@ -103,6 +106,7 @@ class Camera:
     transport: Transport = Transport.TCP
     loop: bool = False
     motion: MotionSettings | bool | None = None
+    record: RecordSettings | None = None
     env_values: tuple[str, ...] = field(default=(), repr=False)
     scene: Scene = field(default=Scene(), compare=False)
 
@@ -324,7 +328,7 @@ _CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "mode": _enum(Mode), "policy": _enum(Policy), "transport": _enum(Transport),
     "sample_fps": lambda raw: None if raw is None else _number(raw),
     "segment_seconds": _number, "stall_seconds": _number, "max_in_flight": _whole, "loop": _flag,
-    "motion": _motion,
+    "motion": _motion, "record": record_settings.parse,
 }
 
 

@@ -13,6 +13,7 @@ from ingest.sinks.output import Lines
 from ingest.sinks.redact import Redactor
 
 if TYPE_CHECKING:
+    from ingest.record.recorder import Recorder
     from ingest.web.view import View
 
 
@@ -30,6 +31,7 @@ class Shared:
         now: the wall clock (monotonic since start).
         snapshots: `--snapshot DIR` (a picture per camera), or None.
         view: `--web`'s live view, told of every answered unit, or None.
+        recorder: `--record DIR`, handed each segment as it is cut, or None.
     """
 
     url: str
@@ -41,3 +43,4 @@ class Shared:
     now: WallClock
     snapshots: Path | None = None
     view: View | None = None
+    recorder: Recorder | None = None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
 import logging
 import threading
 import time
@@ -17,6 +19,7 @@ from ingest.cameras.segments import REMUXABLE, Segmenter, pts_seconds
 from ingest.cameras.source import Pacer, open_camera
 from ingest.cameras.units import END_OF_STREAM, Unit
 from ingest.config import Camera, Mode
+from ingest.record.recorder import Recorded
 from ingest.shared import Shared
 
 if TYPE_CHECKING:
@@ -37,6 +40,24 @@ class Cutter(Protocol):
     def push(self, packet: av.Packet[Any]) -> list[Unit]: ...
 
     def flush(self) -> list[Unit]: ...
+
+
+class Recording:
+    """Frames mode's recording: the packets read, remuxed into segments for `--record` (after the
+    frame sender has decoded them: muxing moves a packet's times)."""
+
+    def __init__(self, segmenter: Segmenter | None, keep: Callable[[Unit], None] = lambda unit: None) -> None:
+        self._segmenter, self._keep = segmenter, keep
+
+    def push(self, packet: av.Packet[Any]) -> None:
+        if self._segmenter is not None:
+            for unit in self._segmenter.push(packet):
+                self._keep(unit)
+
+    def flush(self) -> None:
+        if self._segmenter is not None:
+            for unit in self._segmenter.flush():
+                self._keep(unit)
 
 
 class Reader:
@@ -112,6 +133,7 @@ class Reader:
             return "the source has no video stream"
         stream = container.streams.video[0]
         cutter = self._cutter(stream, container.format.name)
+        record = self._recording(stream, cutter)
         self._clock.reconnected()
         if self._looking is not None:
             self._looking.reconnected()
@@ -136,12 +158,33 @@ class Reader:
                     pacer.wait(pts_seconds(packet), self.stop)
                 for unit in cutter.push(packet):
                     self._emit(self._stamped(unit))
+                record.push(packet)
         finally:
             for unit in cutter.flush():
                 self._emit(self._stamped(unit))
+            record.flush()
         if self.stop.is_set():
             return None
         return END_OF_STREAM if packets else "the stream ended before its first packet"
+
+    def _recording(self, stream: av.VideoStream, cutter: Cutter) -> Recording:
+        """What of this connection goes to `--record`: the segments sent (segments mode), or the
+        stream remuxed into segments as it is read (frames mode), or nothing."""
+        recorder, context, name = self._shared.recorder, stream.codec_context, self.camera.name
+        if recorder is None or recorder.settings(name) is None:
+            return Recording(None)
+        if context.name not in REMUXABLE:
+            logger.warning("camera %s sends %s: recordings and clips are of H.264 or H.265 only: not recorded",
+                           name, context.name)
+            return Recording(None)
+        shape = Recorded(context.name, context.width, context.height)
+        keep = functools.partial(recorder.segment, name, stream=shape)
+        if isinstance(cutter, Segmenter):
+            cutter.recorded = keep
+            return Recording(None)
+        counter = itertools.count(1)
+        return Recording(Segmenter(stream, self.camera.segment_seconds, CaptureClock(self._shared.now),
+                                   lambda: next(counter)), keep)
 
     def _stamped(self, unit: Unit) -> Unit:
         """The unit with its connection and, for a segment with motion on, its `X-Motion`."""

@@ -110,6 +110,7 @@ class Segmenter:
         self._oversized = oversized
         self._preview = preview
         self._open: _Open | None = None
+        self.recorded: Callable[[Unit], None] | None = None  # `--record`: told of each segment made
 
     def push(self, packet: av.Packet[Any]) -> list[Unit]:
         """Takes one packet; returns the segment it completed, if any."""
@@ -141,5 +142,8 @@ class Segmenter:
         body, preview = segment.close()
         # Stamped now: the offset has seen every packet of the segment (and of a burst it came in).
         times = tuple((pts, self._clock.capture(pts, arrived)) for pts, arrived in sorted(segment.arrivals))
-        return [Unit(self._issue(), body, "video/mp2t", times[0][1], segment.pts, segment.packets, self._fps, times,
-                     preview=preview)]
+        unit = Unit(self._issue(), body, "video/mp2t", times[0][1], segment.pts, segment.packets, self._fps, times,
+                    preview=preview)
+        if self.recorded is not None:
+            self.recorded(unit)
+        return [unit]

@@ -8,7 +8,7 @@ import math
 import secrets
 import sys
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
@@ -42,11 +42,18 @@ class Lines:
         self._run = secrets.token_hex(4)
         self._sequence: dict[str | None, int] = {}
         self._sinks: list[Sink] = []
+        self._annotators: list[Callable[[dict[str, Any]], None]] = []
 
     def add_sink(self, sink: Sink) -> None:
         """`sink` gets every line written from now on, with its text, in the order written."""
         with self._lock:
             self._sinks.append(sink)
+
+    def annotate(self, annotator: Callable[[dict[str, Any]], None]) -> None:
+        """`annotator` may add fields to every line before it is written (the recorder's
+        `has_snapshot` and `has_clip`), after its `event_id`."""
+        with self._lock:
+            self._annotators.append(annotator)
 
     def write(self, lines: list[dict[str, Any]]) -> None:
         """Writes `lines`, each event given its `event_id`: `<run>:<camera>:<n>`, n counting the
@@ -59,6 +66,8 @@ class Lines:
                     camera = line.get("camera")
                     n = self._sequence[camera] = self._sequence.get(camera, 0) + 1
                     line["event_id"] = f"{self._run}:{camera or ''}:{n}"
+                for annotator in self._annotators:
+                    annotator(line)
             written = [strict_json(line) for line in lines]
             texts = [self._redact(text) for text, _ in written]
             self._out.write("".join(text + "\n" for text in texts))

@@ -1,0 +1,1 @@
+"""Recordings, event clips and snapshots (`--record DIR`, docs/ingest.md "Recordings")."""
