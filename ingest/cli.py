@@ -231,7 +231,7 @@ def _recorder(args: argparse.Namespace, cap: int | None, listed: list[Camera], l
     recorder.configure(listed)
     lines.annotate(recorder.stamp)
     lines.add_sink(recorder)
-    logger.info("recording to %s (at most %.1f GB)", recorder.directory, recorder.cap / 1e9)
+    logger.info("recording to %s (at most %.1f MB)", recorder.directory, recorder.cap / 1e6)
     return recorder.start()
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingest.analytics.scene import Scene
 from ingest.analytics.snapshot import draw
-from ingest.record import clips
+from ingest.record import clips, retention
 
 if TYPE_CHECKING:
     from ingest.record.index import Clip
@@ -85,6 +85,9 @@ class Jobs:
         try:
             return bool(job(*args))
         except Exception as exc:  # a job must never stop the others
+            if retention.disk_is_full(exc):
+                retention.warn_full(self._recorder)
+                return True
             logger.warning("recorder: %s failed: %s: %s", job.__name__.strip("_"), type(exc).__name__, exc)
             return True
 
@@ -108,7 +111,7 @@ class Jobs:
         rel = f"{event['camera']}/snapshots/{file_name(event_id)}.jpg"
         _write(recorder.directory / rel, data)
         recorder.index.snapshot_done(event_id, rel, len(data))
-        recorder.add_used(len(data))
+        recorder.made(len(data))
         return True
 
     def _clip(self, clip: Clip) -> bool:
@@ -121,15 +124,18 @@ class Jobs:
             first = clips.remux(recorder.directory, recorder.index.segments(clip.camera, clip.start, clip.end),
                                 clip.start, clip.end, out)
         except Exception as exc:
-            logger.warning("recorder: camera %s: clip %d (%.3f to %.3f) not made: %s: %s", clip.camera, clip.id,
-                           clip.start, clip.end, type(exc).__name__, exc)
+            if retention.disk_is_full(exc):
+                retention.warn_full(recorder)
+            else:
+                logger.warning("recorder: camera %s: clip %d (%.3f to %.3f) not made: %s: %s", clip.camera, clip.id,
+                               clip.start, clip.end, type(exc).__name__, exc)
             recorder.index.clip_done(clip.id, None, 0, "failed", time.time())
             recorder.metrics.clip_failures.labels(clip.camera).inc()
             return True
         size = out.stat().st_size
         recorder.metrics.build.observe(time.monotonic() - began)
         events = recorder.index.clip_done(clip.id, rel, size, "ready", time.time(), first)
-        recorder.add_used(size)
+        recorder.made(size)
         made = recorder.index.clip(clip.id)
         for event_id in events:
             self._told(event_id, made or clip)

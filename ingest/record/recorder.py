@@ -13,10 +13,10 @@ new file every `FILE_SECONDS`); `DIR/CAMERA/clips/<id>.mp4`; `DIR/CAMERA/snapsho
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import queue
+import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -174,6 +174,13 @@ class Recorder:
             self.used += size
         self.metrics.used.set(self.used)
 
+    def made(self, size: int) -> None:
+        """A clip or snapshot of `size` bytes was written (the jobs' thread): the writer deletes the
+        oldest recordings if that went over the cap (at once: it may delete, the jobs never do)."""
+        self.add_used(size)
+        if self.used > self.cap:
+            self._queue.put(("cap", None))
+
     # --- the writer's thread ------------------------------------------------------------------
 
     def _run(self) -> None:
@@ -190,9 +197,14 @@ class Recorder:
                     self._write(*item)
                 elif kind == "lines":
                     self._lines_in(item)
+                elif kind == "cap":
+                    retention.under_cap(self, 0)
                 elif kind == "checkpoint":
                     self.index.set_meta("results", f"{self.results}\t{item}")
             except Exception as exc:  # the recorder must never stop: logged, and the next item goes on
+                if retention.disk_is_full(exc):
+                    retention.warn_full(self)
+                    continue
                 logger.error("recorder: %s failed: %s: %s", kind, type(exc).__name__, exc, exc_info=exc)
             if time.monotonic() >= self._next_tick:
                 self._tick()
@@ -211,9 +223,24 @@ class Recorder:
             self._queue.put(("checkpoint", size))  # every line before `size` is queued before it
 
     def _write(self, camera: str, unit: Unit, stream: Recorded) -> None:
+        """Records a segment; a full disk first frees room (the oldest recordings) and tries once more."""
         settings = self.settings(camera)
         if settings is None:
             return
+        for attempt in (1, 2):
+            try:
+                self._record(camera, unit, stream, settings)
+                return
+            except (OSError, sqlite3.OperationalError) as exc:
+                full = retention.disk_is_full(exc)
+                if not full or attempt == 2:
+                    self.metrics.dropped.labels(camera, "disk").inc()
+                    if not full:
+                        logger.error("recorder: camera %s: a segment was not recorded: %s", camera, exc)
+                    return
+                retention.disk_full(self, len(unit.body), exclude=self.open_files())
+
+    def _record(self, camera: str, unit: Unit, stream: Recorded, settings: RecordSettings) -> None:
         start, end = _span(unit)
         file = self._file(camera, start)
         keep = start + (settings.retain_continuous * 86400 if settings.mode is RecordMode.CONTINUOUS
@@ -221,32 +248,18 @@ class Recorder:
         offset = file.size
         self.index.add_segment(camera, start, end, file.rel, offset, len(unit.body), unit.pts, stream.codec,
                                stream.width, stream.height, keep)
-        if not self._append(file, unit.body, camera):
+        try:
+            _write_all(file.fd, unit.body)
+        except OSError:
+            os.ftruncate(file.fd, offset)
             retention.drop_segment(self, camera, file.rel, offset, len(unit.body))
-            file.size = offset
-            return
+            raise
         file.size += len(unit.body)
         self.add_used(len(unit.body))
         self.metrics.written.labels(camera).inc(len(unit.body))
         self.recorded_to[camera] = end
         retention.under_cap(self, 0)
         self.jobs.wake()
-
-    def _append(self, file: _File, body: bytes, camera: str) -> bool:
-        """Writes `body` at the file's end; a full disk first frees room (oldest recordings), once."""
-        for attempt in (1, 2):
-            try:
-                _write_all(file.fd, body)
-                return True
-            except OSError as exc:
-                os.ftruncate(file.fd, file.size)
-                if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or attempt == 2:
-                    self.metrics.dropped.labels(camera, "disk").inc()
-                    if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-                        logger.error("recorder: camera %s: a segment was not written: %s", camera, exc)
-                    return False
-                retention.disk_full(self, len(body), exclude={file.rel})
-        return False
 
     def _file(self, camera: str, start: float) -> _File:
         """The camera's open file, or a new one (the first; one `FILE_SECONDS` old or full; a new hour)."""

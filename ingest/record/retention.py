@@ -7,8 +7,10 @@ leaves a file without a row, which the next start deletes (`ingest.record.reconc
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import shutil
+import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,16 +45,29 @@ def _unlink(recorder: Recorder, rel: str) -> None:
 
 
 def delete_file(recorder: Recorder, rel: str, reason: str) -> int:
-    """A recording file and its segments' rows; returns its bytes."""
-    with recorder.index.writing() as db:
-        row = db.execute("SELECT camera, bytes FROM files WHERE path = ?", (rel,)).fetchone()
-        db.execute("DELETE FROM segments WHERE path = ?", (rel,))
-        db.execute("DELETE FROM files WHERE path = ?", (rel,))
+    """A recording file and its segments' rows; returns its bytes. On a disk so full that the index
+    cannot record the deletion, the file goes first and its rows then (the next start would
+    delete rows without a file)."""
+    try:
+        row = _delete_rows(recorder, rel)
+    except sqlite3.OperationalError as exc:
+        if not disk_is_full(exc):
+            raise
+        _unlink(recorder, rel)
+        row = _delete_rows(recorder, rel)
     _unlink(recorder, rel)
     if row is None:
         return 0
     _gone(recorder, row["camera"], row["bytes"], reason)
     return int(row["bytes"])
+
+
+def _delete_rows(recorder: Recorder, rel: str) -> Any:
+    with recorder.index.writing() as db:
+        row = db.execute("SELECT camera, bytes FROM files WHERE path = ?", (rel,)).fetchone()
+        db.execute("DELETE FROM segments WHERE path = ?", (rel,))
+        db.execute("DELETE FROM files WHERE path = ?", (rel,))
+    return row
 
 
 def delete_event(recorder: Recorder, event_id: str, reason: str) -> int:
@@ -124,17 +139,32 @@ def _delete_oldest(recorder: Recorder, reason: str, exclude: frozenset[str] = fr
     return False
 
 
-def disk_full(recorder: Recorder, needed: int, exclude: set[str]) -> None:
-    """The disk refused a write: warned once, the oldest recordings (never events) deleted to free
-    `needed` bytes (at least one file); the camera goes on (its segment is tried once more)."""
+def disk_is_full(exc: BaseException) -> bool:
+    """Whether `exc` says the disk is full (a write, or SQLite's)."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return "full" in str(exc)
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def warn_full(recorder: Recorder) -> None:
+    """Says once that the disk is full."""
     if not recorder.warned_full:
         logger.warning("recorder: the disk of %s is full (another program, or a cap above the free space): deleting "
                        "the oldest recordings; detection and publishing go on. Free the disk or lower --record-cap",
                        recorder.directory)
         recorder.warned_full = True
+
+
+def disk_full(recorder: Recorder, needed: int, exclude: set[str]) -> None:
+    """The disk refused a write: warned once, the oldest recordings (never events) deleted to free
+    `needed` bytes (at least one file); the camera goes on (its segment is tried once more)."""
+    warn_full(recorder)
     freed = 0
-    while freed < needed * 4:
-        before = recorder.used
-        if not _delete_oldest(recorder, "disk_full", frozenset(exclude), events=False):
-            return
-        freed += before - recorder.used
+    try:
+        while freed < needed * 4:
+            before = recorder.used
+            if not _delete_oldest(recorder, "disk_full", frozenset(exclude), events=False):
+                return
+            freed += before - recorder.used
+    except (OSError, sqlite3.OperationalError) as exc:  # the index could not even record a deletion
+        logger.debug("recorder: freeing the full disk failed: %s", exc)
