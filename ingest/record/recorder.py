@@ -58,6 +58,7 @@ class _File:
     start: float
     fd: int
     size: int
+    written: float = 0.0  # monotonic time of the last write
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +212,10 @@ class Recorder:
 
     def _tick(self) -> None:
         self._next_tick = time.monotonic() + TICK_S
+        for camera, file in list(self._files.items()):  # a camera that stopped: its file may go by age
+            if time.monotonic() - file.written > FILE_SECONDS:
+                os.close(file.fd)
+                del self._files[camera]
         for camera in list(self._motion):
             self._flush_motion(camera, keep_open=True)
         retention.by_age(self, time.time())
@@ -255,6 +260,7 @@ class Recorder:
             retention.drop_segment(self, camera, file.rel, offset, len(unit.body))
             raise
         file.size += len(unit.body)
+        file.written = time.monotonic()
         self.add_used(len(unit.body))
         self.metrics.written.labels(camera).inc(len(unit.body))
         self.recorded_to[camera] = end
