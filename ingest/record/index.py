@@ -35,7 +35,7 @@ CREATE INDEX IF NOT EXISTS clips_state ON clips (state, end);
 CREATE TABLE IF NOT EXISTS events (id TEXT PRIMARY KEY, camera TEXT NOT NULL, type TEXT NOT NULL,
     label TEXT NOT NULL DEFAULT '', place TEXT NOT NULL DEFAULT '', direction TEXT, track_id INTEGER,
     at REAL NOT NULL, start REAL NOT NULL, end REAL NOT NULL, box TEXT, snapshot TEXT,
-    snapshot_bytes INTEGER NOT NULL DEFAULT 0, clip INTEGER);
+    snapshot_bytes INTEGER NOT NULL DEFAULT 0, clip INTEGER, told INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS events_at ON events (at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS events_camera_at ON events (camera, at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS events_clip ON events (clip);
@@ -44,6 +44,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
 #: Events a page of the list holds at most.
 MAX_PAGE = 200
+#: Seconds a clip grows to at most by taking in its track's overlapping events (then a new one starts).
+MAX_CLIP_S = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,18 +168,21 @@ class Index:
             return cursor.rowcount == 1
 
     def clip_for(self, event_id: str, camera: str, track_id: int | None, start: float, end: float) -> int:
-        """The event's clip: a clip of the same track not yet made whose time overlaps, grown to
-        [start, end], or a new one."""
+        """The event's clip: a clip of the same track whose time overlaps, grown to [start, end]
+        (one already made is made again, longer; its file is replaced when that is ready) unless
+        that would make it longer than `MAX_CLIP_S`, or a new one."""
         with self.writing() as db:
-            found = db.execute("SELECT id FROM clips WHERE camera = ? AND track_id IS ? AND state = 'pending' "
-                               "AND start <= ? AND end >= ? ORDER BY id DESC LIMIT 1",
-                               (camera, track_id, end, start)).fetchone()
+            found = db.execute("SELECT id FROM clips WHERE camera = ? AND track_id IS ? AND state != 'failed' "
+                               "AND start <= ? AND end >= ? AND max(end, ?) - min(start, ?) <= ? "
+                               "ORDER BY id DESC LIMIT 1",
+                               (camera, track_id, end, start, end, start, MAX_CLIP_S)).fetchone()
             if found is None:
                 clip = int(db.execute("INSERT INTO clips (camera, track_id, start, end) VALUES (?, ?, ?, ?)",
                                       (camera, track_id, start, end)).lastrowid or 0)
             else:
                 clip = int(found["id"])
-                db.execute("UPDATE clips SET start = min(start, ?), end = max(end, ?) WHERE id = ?", (start, end, clip))
+                db.execute("UPDATE clips SET start = min(start, ?), end = max(end, ?), state = 'pending' WHERE id = ?",
+                           (start, end, clip))
             db.execute("UPDATE events SET clip = ? WHERE id = ?", (clip, event_id))
             return clip
 
@@ -192,11 +197,15 @@ class Index:
     def clip_done(self, clip_id: int, path: str | None, size: int, state: str, built: float,
                   start: float | None = None) -> list[str]:
         """The clip made (`ready`, its video from `start`: the key frame at or before the start
-        asked) or not (`failed`); returns its events' ids."""
+        asked) or not (`failed`); returns the ids of its events not yet told of it."""
         with self.writing() as db:
             db.execute("UPDATE clips SET path = ?, bytes = ?, state = ?, built = ?, start = coalesce(?, start) "
                        "WHERE id = ?", (path, size, state, built, start, clip_id))
-            return [row["id"] for row in db.execute("SELECT id FROM events WHERE clip = ? ORDER BY at", (clip_id,))]
+            told = [row["id"] for row in db.execute("SELECT id FROM events WHERE clip = ? AND told = 0 ORDER BY at",
+                                                     (clip_id,))]
+            if state == "ready":
+                db.execute("UPDATE events SET told = 1 WHERE clip = ?", (clip_id,))
+            return told
 
     def snapshot_done(self, event_id: str, path: str, size: int) -> None:
         with self.writing() as db:
@@ -260,8 +269,8 @@ class Index:
 
 
 def _event(row: sqlite3.Row) -> dict[str, Any]:
-    out = {key: row[key] for key in row.keys() if key not in ("box", "snapshot_bytes", "clip_path")}  # noqa: SIM118 (a Row iterates values)
+    out = {key: row[key] for key in row.keys() if key not in ("box", "snapshot_bytes", "clip_path", "told")}  # noqa: SIM118 (a Row iterates values)
     out["box"] = json.loads(row["box"]) if row["box"] else None
     out["has_snapshot"] = bool(row["snapshot"])
-    out["has_clip"] = row["clip_state"] == "ready"
+    out["has_clip"] = bool(row["clip_path"])  # made (a clip growing for a later event of its track too)
     return out

@@ -46,12 +46,15 @@ class Jobs:
         self._ready = threading.Condition()
         self._snapshots: deque[tuple[str, float]] = deque()  # (event id, give up at)
         self._closed = False
+        self._deadline = float("inf")
         self._thread = threading.Thread(target=self._run, name="recorder-clips", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def close(self, timeout: float) -> None:
+        """Stops after making the clips still waiting, with what is recorded (within `timeout`)."""
+        self._deadline = time.monotonic() + timeout / 2
         with self._ready:
             self._closed = True
             self._ready.notify()
@@ -70,7 +73,7 @@ class Jobs:
         while True:
             with self._ready:
                 if self._closed:
-                    return
+                    break
                 self._ready.wait(POLL_S)
                 waiting, self._snapshots = list(self._snapshots), deque()
             later = [job for job in waiting if not self._guarded(self._snapshot, *job)]
@@ -79,6 +82,10 @@ class Jobs:
             for clip in self._recorder.index.pending_clips():
                 if self._due(clip):
                     self._guarded(self._clip, clip)
+        for clip in self._recorder.index.pending_clips():  # stopping: each with what is recorded
+            if time.monotonic() > self._deadline:
+                return
+            self._guarded(self._clip, clip)
 
     def _guarded(self, job: Any, *args: Any) -> bool:
         """Runs a job; True when done (made, or failed for good), False to try again later."""
@@ -131,11 +138,12 @@ class Jobs:
                                clip.start, clip.end, type(exc).__name__, exc)
             recorder.index.clip_done(clip.id, None, 0, "failed", time.time())
             recorder.metrics.clip_failures.labels(clip.camera).inc()
+            recorder.add_used(-clip.bytes)  # a clip made before, grown: its file is left for the next start
             return True
         size = out.stat().st_size
         recorder.metrics.build.observe(time.monotonic() - began)
         events = recorder.index.clip_done(clip.id, rel, size, "ready", time.time(), first)
-        recorder.made(size)
+        recorder.made(size - clip.bytes)  # a clip made again, longer, replaced its file
         made = recorder.index.clip(clip.id)
         for event_id in events:
             self._told(event_id, made or clip)

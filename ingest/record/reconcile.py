@@ -6,7 +6,8 @@ half-way), before anything is written:
 - a recording, clip or snapshot file no row names goes, as do half-written `.part` files;
 - a clip marked ready whose file is gone is made again;
 - every event of the results file after the last checkpoint that the index lacks is added, with
-  its clip and snapshot to make (the results line is written before the recorder sees it).
+  its clip and snapshot to make (the results line is written before the recorder sees it); the
+  snapshots of the newest events that lack one are made.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def reconcile(recorder: Recorder) -> int:
                 db.execute("UPDATE clips SET state = 'pending', path = NULL, bytes = 0 WHERE id = ?", (row["id"],))
                 fixed += 1
     fixed += _results(recorder)
+    for row in index.read("SELECT id FROM events WHERE snapshot IS NULL ORDER BY at DESC LIMIT 1000"):
+        recorder.jobs.snapshot(row["id"])  # the process stopped before it was made
     for row in index.read("SELECT camera, max(end) AS end FROM segments GROUP BY camera"):
         recorder.recorded_to[row["camera"]] = row["end"]
     if fixed:

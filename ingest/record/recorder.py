@@ -120,6 +120,11 @@ class Recorder:
         found = self._settings.get(camera or "")
         return found if found is not None and found.on else None
 
+    def recording(self) -> list[tuple[str, RecordSettings]]:
+        """The cameras that record, with their settings."""
+        with self._lock:
+            return [(name, s) for name, s in self._settings.items() if s.on]
+
     def camera(self, name: str) -> Camera | None:
         return self._cameras.get(name)
 

@@ -102,11 +102,8 @@ def by_age(recorder: Recorder, now: float) -> None:
     for row in rows:
         if row["path"] not in open_files:
             delete_file(recorder, row["path"], "age")
-    for camera in [r["camera"] for r in recorder.index.read("SELECT DISTINCT camera FROM events")]:
-        settings = recorder.settings(camera)
-        days = settings.retain_events if settings is not None else None
-        if days is None:
-            continue  # a camera not recording now: its events stay until it records again, or the cap
+    for camera, settings in recorder.recording():  # a camera not recording now: its events stay (or the cap)
+        days = settings.retain_events
         for row in recorder.index.read("SELECT id FROM events WHERE camera = ? AND at < ? LIMIT ?",
                                        (camera, now - days * 86400, BATCH)):
             delete_event(recorder, row["id"], "age")

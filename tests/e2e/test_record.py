@@ -78,7 +78,8 @@ def test_each_crossing_has_a_clip_and_a_snapshot_that_show_it(detector, videos, 
         rtsp.stop()
     boxes = {a["capture_time"]: d["box"] for a in ingest.answers("gate") for d in a.get("detections", [])
              if d["label"] == "red"}
-    [began] = rows(recordings, "SELECT min(start) AS began FROM segments")[0].values()
+    began, ended = rows(recordings, "SELECT min(start) AS a, max(end) AS b FROM segments WHERE camera = 'gate'")[0].values()
+    assert rows(recordings, "SELECT * FROM clips WHERE state != 'ready'") == []
     for crossing in crossings:
         assert crossing["has_snapshot"] is True and crossing["has_clip"] is False
         update = made[crossing["event_id"]]
@@ -93,9 +94,10 @@ def test_each_crossing_has_a_clip_and_a_snapshot_that_show_it(detector, videos, 
         frames = info["frames"]
         assert frames[0]["key_frame"] == 1 and frames[0]["pict_type"] == "I"
         # pre + post around its events (a clip of the same track's overlapping events is theirs
-        # too), from the key frame at or before: at most a GOP more (none before the recording began).
+        # too), from the key frame at or before: at most a GOP more (none before the recording
+        # began, nor after it ended: a stopping bridge makes its clips with what is recorded).
         times = [e["at"] for e in rows(recordings, "SELECT at FROM events WHERE clip = ?", event["clip"])]
-        wanted = max(times) + POST - max(min(times) - PRE, began)
+        wanted = min(max(times) + POST, ended) - max(min(times) - PRE, began)
         duration = float(info["format"]["duration"])
         assert wanted - 1 / scenes.FPS <= duration <= wanted + GOP_S + 1 / scenes.FPS, (duration, wanted)
         assert update["clip_start"] == pytest.approx(event["clip_start"])
