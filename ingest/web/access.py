@@ -4,20 +4,29 @@
 
 `--web-token-file FILE` reads FILE, or writes a new token to it (mode 0600) when it does not exist;
 without it a token is made for this run only. Either way the token is compared in constant time.
+
+A `<video>` or `<img>` cannot send the token: the API gives their addresses signed instead,
+`?exp=<unix seconds>&sig=<HMAC-SHA256 keyed by the token over the path, its query and exp>`, valid
+`SIGNED_S` (the token itself is never in an address, nor in a cookie).
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import os
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import parse_qs, urlencode
 
 from ingest.config import ConfigError
 
 MIN_LENGTH = 16
+#: Seconds a signed address stays valid.
+SIGNED_S = 600
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +39,27 @@ class Token:
 
     def matches(self, given: str | None) -> bool:
         return given is not None and hmac.compare_digest(given.encode(), self.value.encode())
+
+    def sign(self, path: str, params: Mapping[str, str], now: float) -> str:
+        """`path?params` signed: with `exp` (`SIGNED_S` from `now`) and `sig`, usable without the token."""
+        query = {**params, "exp": str(int(now) + SIGNED_S)}
+        return f"{path}?{urlencode({**query, 'sig': self._mac(path, query)})}"
+
+    def refuses(self, path: str, query: str, now: float) -> str | None:
+        """Why `path?query` is no valid signed address, naming the fix; None when it is one."""
+        given = parse_qs(query, keep_blank_values=True)
+        if any(len(values) > 1 for values in given.values()) or not {"exp", "sig"} <= set(given):
+            return "give the token, or the signed address (`exp` and `sig`, once each) the API gave"
+        params = {key: values[0] for key, values in given.items() if key != "sig"}
+        if not hmac.compare_digest(given["sig"][0].encode(), self._mac(path, params).encode()):
+            return "this address's signature does not match it: ask the API for the address again"
+        if not params["exp"].isdigit() or int(params["exp"]) < now:
+            return f"this address expired (they last {SIGNED_S // 60} minutes): ask the API for the address again"
+        return None
+
+    def _mac(self, path: str, params: Mapping[str, str]) -> str:
+        message = f"media\n{path}?{urlencode(sorted(params.items()))}"
+        return hmac.new(self.value.encode(), message.encode(), hashlib.sha256).hexdigest()
 
 
 def load(path: Path | None) -> Token:

@@ -5,6 +5,9 @@ JSON API (docs/ingest.md, "Live view"). Every API request without the token gets
 comes only as `Authorization: Bearer <token>` (the page keeps it in sessionStorage, never in a
 cookie, which every port of the host would receive). On a loopback address, a request naming
 another host is refused (DNS rebinding). Requests are logged at DEBUG, without their queries.
+With `--record`, the recordings' routes (`ingest.web.recordings`) too: their snapshots, clips and
+exports go to a `<video>` or `<img>` by signed addresses instead of the token, a byte range at a
+time when asked (`Range`), straight from the file.
 
 Bounded before any thread starts: at most `MAX_CONNECTIONS` connections are held (a connection
 beyond them is answered 503 by the accepting thread and closed), and a request's line and
@@ -16,29 +19,36 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import re
 import socket
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from ingest.analytics.scene import Line, Shape, Zone
 from ingest.config import Camera, ConfigError
 from ingest.sinks.output import strict_json
+from ingest.web import recordings
 from ingest.web.access import Token
+from ingest.web.answers import Answer, Media, Outcome, Refusal, byte_range
 from ingest.web.editor import EditError, Editor
+from ingest.web.recordings import Recordings
 from ingest.web.view import CameraView, View
+
+if TYPE_CHECKING:
+    from ingest.record.recorder import Recorder
 
 logger = logging.getLogger(__name__)
 
 STATIC = Path(__file__).parent / "static"
-FILES = {"view.js": "text/javascript", "editor.js": "text/javascript", "style.css": "text/css"}
+FILES = {"view.js": "text/javascript", "editor.js": "text/javascript", "recordings.js": "text/javascript",
+         "style.css": "text/css"}
 #: Connections held at once, each with its thread (a viewer's browser keeps a few open); beyond: 503.
 MAX_CONNECTIONS = 256
 #: Seconds a viewer's poll waits for a picture; seconds a socket may block (a stalled browser).
@@ -93,15 +103,6 @@ def motion_json(camera: Camera) -> dict[str, Any]:
     if settings is None:
         return {"on": False, "mask": []}
     return {"on": True, "mask": [[list(point) for point in polygon] for polygon in settings.mask]}
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """A request refused: its status, `type` and message (the JSON error body)."""
-
-    status: int
-    kind: str
-    message: str
 
 
 Wanted = list[tuple[CameraView, int, bool]]
@@ -206,11 +207,14 @@ class WebServer:
         token: the token every request must bring.
         view: what the cameras tell.
         editor: saves zones and lines to the camera list.
+        recorder: `--record`'s recorder (events, clips, recordings), or None.
     """
 
-    def __init__(self, address: tuple[str, int], token: Token, view: View, editor: Editor) -> None:
+    def __init__(self, address: tuple[str, int], token: Token, view: View, editor: Editor,
+                 recorder: Recorder | None = None) -> None:
         handler = type("Handler", (_Handler,), {"web": self})
-        self.token, self.view, self.editor = token, view, editor
+        self.token, self.view, self.editor, self.recorder = token, view, editor, recorder
+        self.recordings = Recordings(recorder, token) if recorder is not None else None
         self.loopback = address[0] in ("127.0.0.1", "localhost", "::1")
         self._server = _Server(address, handler)
         self.port = self._server.server_address[1]
@@ -225,6 +229,8 @@ class WebServer:
         self.view.close()
         self._server.shutdown()
         self._server.server_close()
+        if self.recordings is not None:
+            self.recordings.close()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -261,6 +267,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PUT(self) -> None:
         self._serve(self._put)
 
+    def do_DELETE(self) -> None:
+        self.close_connection = True  # a body it may have sent stays unread: the connection ends here
+        self._serve(self._delete)
+
     def _serve(self, route: Any) -> None:
         try:
             if self.web.loopback and self.headers.get("Host") not in self.web.hosts:
@@ -269,6 +279,7 @@ class _Handler(BaseHTTPRequestHandler):
                 route(urlsplit(self.path))
         except (BrokenPipeError, ConnectionResetError, TimeoutError):
             logger.debug("web: a viewer went away")  # a stalled or closed browser: dropped, never waited for
+            self.close_connection = True  # an answer may be cut short: nothing more on this connection
         except Exception as exc:  # a bug: logged (redacted), answered, and the bridge goes on
             logger.error("web: %s %s failed: %s: %s", self.command, urlsplit(self.path).path, type(exc).__name__, exc,
                          exc_info=exc)
@@ -280,16 +291,28 @@ class _Handler(BaseHTTPRequestHandler):
         return auth[7:].strip() if auth.startswith("Bearer ") else None
 
     def _get(self, url: Any) -> None:
-        if url.path.startswith("/static/") and url.path[8:] in FILES:
-            name = url.path[8:]
-            self._send(200, (STATIC / name).read_bytes(), FILES[name])
+        recorded = recordings.route(unquote(url.path))
+        if self._page(url.path):
             return
-        if url.path in ("/", "/index.html"):  # no data in it: it asks for the token, which a navigation never sends
-            self._send(200, (STATIC / "index.html").read_bytes(), "text/html; charset=utf-8")
-            return
-        if not self.web.token.matches(self._token()):
+        if recorded is not None:
+            self._recorded(recorded, url)
+        elif not self.web.token.matches(self._token()):
             self._unauthorized()
-            return
+        else:
+            self._api(url)
+
+    def _page(self, path: str) -> bool:
+        """The page and its code, when `path` names them (no data in them: the page asks for the token,
+        which a navigation never sends)."""
+        if path.startswith("/static/") and path[8:] in FILES:
+            self._send(200, (STATIC / path[8:]).read_bytes(), FILES[path[8:]])
+        elif path in ("/", "/index.html"):
+            self._send(200, (STATIC / "index.html").read_bytes(), "text/html; charset=utf-8")
+        else:
+            return False
+        return True
+
+    def _api(self, url: Any) -> None:
         if url.path == "/api/cameras":
             self._json(200, {"cameras": [self._summary(v) for v in self.web.view.cameras()]})
             return
@@ -331,6 +354,60 @@ class _Handler(BaseHTTPRequestHandler):
             return
         found = self.web.view.live(wanted, POLL_S)
         self._send(200 if found else 204, b"".join(f.data for f in found), "application/octet-stream")
+
+    def _delete(self, url: Any) -> None:
+        found = recordings.route(unquote(url.path))
+        if found is None:
+            self._error(404, "NotFound", f"delete an event: DELETE /api/events/ID, not {url.path}")
+        else:
+            self._recorded(found, url)
+
+    def _recorded(self, found: recordings.Route, url: Any) -> None:
+        """`--record`'s routes, with the token or (a snapshot, clip or export to GET) a signed address."""
+        signed = found.media and self.command == "GET"
+        refused = None if self.web.token.matches(self._token()) else (
+            self.web.token.refuses(url.path, url.query, time.time()) if signed else
+            "give the web view's token (printed at start, or in --web-token-file)")
+        if refused is not None:
+            self._unauthorized(refused)
+        elif self.web.recordings is None:
+            self._error(404, "NotRecording", "this bridge keeps no recordings: start it with --record DIR "
+                                             "(docs/ingest.md, Recordings)")
+        elif self.command == "DELETE":
+            self._outcome(self.web.recordings.delete(found))
+        else:
+            self._outcome(self.web.recordings.get(found, parse_qs(url.query)))
+
+    def _outcome(self, outcome: Outcome) -> None:
+        if isinstance(outcome, Refusal):
+            self._error(outcome.status, outcome.kind, outcome.message)
+        elif isinstance(outcome, Answer):
+            self._json(outcome.status, outcome.body)
+        else:
+            self._media(outcome)
+
+    def _media(self, media: Media) -> None:
+        """A file, whole or the byte range asked for (a `<video>` asks by ranges to play and seek),
+        sent by the kernel from the file (`sendfile`), never read whole into memory."""
+        try:
+            file = media.path.open("rb")
+        except FileNotFoundError:
+            self._error(404, "NotFound", "the file is gone (deleted since it was listed)")
+            return
+        with file:
+            size = os.fstat(file.fileno()).st_size
+            span = byte_range(self.headers.get("Range"), size)
+            if isinstance(span, Refusal):
+                self._error(span.status, span.kind, span.message, {"Content-Range": f"bytes */{size}"})
+                return
+            first, last = span or (0, size - 1)
+            headers = {"Accept-Ranges": "bytes", "Content-Disposition": f'inline; filename="{media.name}"'}
+            if span is not None:
+                headers["Content-Range"] = f"bytes {first}-{last}/{size}"
+                logger.debug("web: %s: 206, bytes %d-%d of %d", urlsplit(self.path).path, first, last, size)
+            self._head(206 if span else 200, media.kind, last - first + 1, headers)
+            if last >= first and self.connection.sendfile(file, first, last - first + 1) < last - first + 1:
+                self.close_connection = True  # fewer bytes than promised: the client sees the cut
 
     def _put(self, url: Any) -> None:
         if not self.web.token.matches(self._token()):
@@ -376,14 +453,17 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, strict_json(body)[0].encode(), "application/json", headers)
 
     def _send(self, status: int, body: bytes, kind: str, headers: dict[str, str] | None = None) -> None:
+        self._head(status, kind, len(body), headers)
+        if body:
+            self.wfile.write(body)
+
+    def _head(self, status: int, kind: str, length: int, headers: dict[str, str] | None = None) -> None:
         self.send_response(status, HTTPStatus(status).phrase)
         self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(length))
         for name, value in {**_SECURITY, **(headers or {})}.items():
             self.send_header(name, value)
-        if status >= 400:  # a refused request's body may be unread: its connection ends here
+        if status >= 400 or self.close_connection:  # a refused request's body may be unread: its connection ends
             self.send_header("Connection", "close")
             self.close_connection = True
         self.end_headers()
-        if body:
-            self.wfile.write(body)
