@@ -17,9 +17,8 @@ from ingest.cameras.frames import FrameSender, arrival_timing
 from ingest.cameras.looking import Looking
 from ingest.cameras.segments import REMUXABLE, Segmenter, pts_seconds
 from ingest.cameras.source import Pacer, open_camera
-from ingest.cameras.units import END_OF_STREAM, Unit
+from ingest.cameras.units import END_OF_STREAM, Recorded, Unit
 from ingest.config import Camera, Mode
-from ingest.record.recorder import Recorded
 from ingest.shared import Shared
 
 if TYPE_CHECKING:

@@ -58,3 +58,12 @@ class Unit:
         if self.motion is not None:
             out["X-Motion"] = self.motion
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What the reader hands `--record` with each segment: its stream's codec and picture size."""
+
+    codec: str
+    width: int
+    height: int

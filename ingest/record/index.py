@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +42,8 @@ CREATE INDEX IF NOT EXISTS events_clip ON events (clip);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
+#: The events that get a snapshot and a clip.
+EVENTS = ("entered", "left", "crossed")
 #: Events a page of the list holds at most.
 MAX_PAGE = 200
 #: Seconds a clip grows to at most by taking in its track's overlapping events (then a new one starts).
@@ -195,21 +197,25 @@ class Index:
         return Clip(**{k: rows[0][k] for k in Clip.__slots__}) if rows else None
 
     def clip_done(self, clip_id: int, path: str | None, size: int, state: str, built: float,
-                  start: float | None = None) -> list[str]:
+                  start: float | None = None) -> list[str] | None:
         """The clip made (`ready`, its video from `start`: the key frame at or before the start
-        asked) or not (`failed`); returns the ids of its events not yet told of it."""
+        asked) or not (`failed`); returns the ids of its events not yet told of it (None: the
+        clip was deleted meanwhile)."""
         with self.writing() as db:
-            db.execute("UPDATE clips SET path = ?, bytes = ?, state = ?, built = ?, start = coalesce(?, start) "
-                       "WHERE id = ?", (path, size, state, built, start, clip_id))
+            if db.execute("UPDATE clips SET path = ?, bytes = ?, state = ?, built = ?, start = coalesce(?, start) "
+                          "WHERE id = ?", (path, size, state, built, start, clip_id)).rowcount == 0:
+                return None
             told = [row["id"] for row in db.execute("SELECT id FROM events WHERE clip = ? AND told = 0 ORDER BY at",
                                                      (clip_id,))]
             if state == "ready":
                 db.execute("UPDATE events SET told = 1 WHERE clip = ?", (clip_id,))
             return told
 
-    def snapshot_done(self, event_id: str, path: str, size: int) -> None:
+    def snapshot_done(self, event_id: str, path: str, size: int) -> bool:
+        """The event's snapshot written; False if the event was deleted meanwhile."""
         with self.writing() as db:
-            db.execute("UPDATE events SET snapshot = ?, snapshot_bytes = ? WHERE id = ?", (path, size, event_id))
+            return db.execute("UPDATE events SET snapshot = ?, snapshot_bytes = ? WHERE id = ?",
+                              (path, size, event_id)).rowcount == 1
 
     def event(self, event_id: str) -> dict[str, Any] | None:
         rows = self.read("SELECT e.*, c.state AS clip_state, c.path AS clip_path, c.start AS clip_start, "
@@ -242,21 +248,23 @@ class Index:
                + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY e.at DESC, e.id DESC LIMIT ?")
         return [_event(row) for row in self.read(sql, [*args, max(1, min(limit, MAX_PAGE))])]
 
-    def delete_event(self, event_id: str) -> list[str]:
-        """The event's row gone; returns the files no row needs any more (its snapshot, and its
-        clip when no other event shares it), to delete."""
+    def delete_event(self, event_id: str) -> tuple[str, list[str], int] | None:
+        """The event's row gone: its camera, the files no row needs any more (its snapshot, and
+        its clip when no other event shares it) to delete, and their bytes; None if it was gone."""
         with self.writing() as db:
-            row = db.execute("SELECT snapshot, clip FROM events WHERE id = ?", (event_id,)).fetchone()
+            row = db.execute("SELECT camera, snapshot, snapshot_bytes, clip FROM events WHERE id = ?",
+                             (event_id,)).fetchone()
             if row is None:
-                return []
+                return None
             db.execute("DELETE FROM events WHERE id = ?", (event_id,))
-            gone = [row["snapshot"]] if row["snapshot"] else []
+            gone, size = ([row["snapshot"]] if row["snapshot"] else []), int(row["snapshot_bytes"])
             if row["clip"] is not None and db.execute("SELECT 1 FROM events WHERE clip = ?", (row["clip"],)).fetchone() is None:
-                clip = db.execute("SELECT path FROM clips WHERE id = ?", (row["clip"],)).fetchone()
+                clip = db.execute("SELECT path, bytes FROM clips WHERE id = ?", (row["clip"],)).fetchone()
                 db.execute("DELETE FROM clips WHERE id = ?", (row["clip"],))
                 if clip is not None and clip["path"]:
                     gone.append(clip["path"])
-            return gone
+                    size += int(clip["bytes"])
+            return str(row["camera"]), gone, size
 
     def meta(self, key: str) -> str | None:
         rows = self.read("SELECT value FROM meta WHERE key = ?", (key,))
@@ -274,3 +282,12 @@ def _event(row: sqlite3.Row) -> dict[str, Any]:
     out["has_snapshot"] = bool(row["snapshot"])
     out["has_clip"] = bool(row["clip_path"])  # made (a clip growing for a later event of its track too)
     return out
+
+
+def event_row(line: Mapping[str, Any], box: tuple[list[float], int, int] | None) -> dict[str, Any]:
+    """An event line (`entered`, `left`, `crossed`) as its index row."""
+    at = float(line["capture_time"])
+    return {"id": line["event_id"], "camera": line["camera"], "type": line["event"], "label": line.get("label") or "",
+            "place": line.get("zone") or line.get("line") or "", "direction": line.get("direction"),
+            "track_id": line.get("track_id"), "at": at, "start": at - float(line.get("dwell_s") or 0.0), "end": at,
+            "box": None if box is None else {"box": box[0], "width": box[1], "height": box[2]}}

@@ -117,8 +117,10 @@ class Jobs:
         data = draw(image, detections, camera.scene if camera is not None else Scene())
         rel = f"{event['camera']}/snapshots/{file_name(event_id)}.jpg"
         _write(recorder.directory / rel, data)
-        recorder.index.snapshot_done(event_id, rel, len(data))
-        recorder.made(len(data))
+        if recorder.index.snapshot_done(event_id, rel, len(data)):
+            recorder.made(len(data))
+        else:  # the event was deleted while its snapshot was made
+            (recorder.directory / rel).unlink(missing_ok=True)
         return True
 
     def _clip(self, clip: Clip) -> bool:
@@ -143,6 +145,9 @@ class Jobs:
         size = out.stat().st_size
         recorder.metrics.build.observe(time.monotonic() - began)
         events = recorder.index.clip_done(clip.id, rel, size, "ready", time.time(), first)
+        if events is None:  # its events were deleted while it was made
+            out.unlink(missing_ok=True)
+            return True
         recorder.made(size - clip.bytes)  # a clip made again, longer, replaced its file
         made = recorder.index.clip(clip.id)
         for event_id in events:

@@ -18,7 +18,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from ingest.record.index import Index
+from ingest.record.index import EVENTS, Index, event_row
 
 if TYPE_CHECKING:
     from ingest.record.recorder import Recorder
@@ -100,8 +100,6 @@ def _orphans(recorder: Recorder) -> int:
 
 def _results(recorder: Recorder) -> int:
     """Events of the results file (after the last checkpoint) the index lacks, added; how many."""
-    from ingest.record.recorder import EVENTS, event_row
-
     path = recorder.results
     if path is None or not path.is_file():
         return 0

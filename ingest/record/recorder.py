@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ingest.cameras.units import Unit
+from ingest.cameras.units import Recorded, Unit
 from ingest.config import Camera
 from ingest.record import retention
-from ingest.record.index import Index
+from ingest.record.index import EVENTS, Index, event_row
 from ingest.record.jobs import Jobs
 from ingest.record.metrics import RecordMetrics
 from ingest.record.reconcile import reconcile
@@ -46,8 +46,6 @@ BUFFER_S = 300.0
 QUEUE = 4000
 #: Seconds between the writer's checkpoints and retention passes.
 TICK_S = 5.0
-#: The events that get a snapshot and a clip.
-EVENTS = ("entered", "left", "crossed")
 #: Tracks whose last box is remembered, per camera (the box an event's snapshot shows).
 BOXES = 1000
 
@@ -59,15 +57,6 @@ class _File:
     fd: int
     size: int
     written: float = 0.0  # monotonic time of the last write
-
-
-@dataclass(frozen=True, slots=True)
-class Recorded:
-    """What the reader hands over with a segment: its stream's codec and size."""
-
-    codec: str
-    width: int
-    height: int
 
 
 class Recorder:
@@ -350,15 +339,6 @@ class Recorder:
             self.index.clip_for(row["id"], camera, track, row["at"] - settings.pre_seconds,
                                 row["at"] + settings.post_seconds)
             self.jobs.snapshot(row["id"])
-
-
-def event_row(line: Mapping[str, Any], box: tuple[list[float], int, int] | None) -> dict[str, Any]:
-    """An event line (`entered`, `left`, `crossed`) as its index row."""
-    at = float(line["capture_time"])
-    return {"id": line["event_id"], "camera": line["camera"], "type": line["event"], "label": line.get("label") or "",
-            "place": line.get("zone") or line.get("line") or "", "direction": line.get("direction"),
-            "track_id": line.get("track_id"), "at": at, "start": at - float(line.get("dwell_s") or 0.0), "end": at,
-            "box": None if box is None else {"box": box[0], "width": box[1], "height": box[2]}}
 
 
 def _span(unit: Unit) -> tuple[float, float]:

@@ -71,18 +71,16 @@ def _delete_rows(recorder: Recorder, rel: str) -> Any:
 
 
 def delete_event(recorder: Recorder, event_id: str, reason: str) -> int:
-    """An event, its snapshot, and its clip unless another event shares it; returns the bytes freed."""
-    found = recorder.index.read("SELECT e.camera, e.snapshot_bytes, c.bytes AS clip_bytes, "
-                                "(SELECT count(*) FROM events o WHERE o.clip = e.clip) AS sharing "
-                                "FROM events e LEFT JOIN clips c ON c.id = e.clip WHERE e.id = ?", (event_id,))
-    if not found:
+    """An event, its snapshot, and its clip unless another event shares it; returns the bytes freed
+    (0: it was gone already; what the index removed, counted once whoever deleted it)."""
+    deleted = recorder.index.delete_event(event_id)
+    if deleted is None:
         return 0
-    row = found[0]
-    size = row["snapshot_bytes"] + (row["clip_bytes"] or 0 if row["sharing"] == 1 else 0)
-    for rel in recorder.index.delete_event(event_id):
+    camera, files, size = deleted
+    for rel in files:
         _unlink(recorder, rel)
-    _gone(recorder, row["camera"], size, reason)
-    return int(size)
+    _gone(recorder, camera, size, reason)
+    return size
 
 
 def drop_segment(recorder: Recorder, camera: str, rel: str, offset: int, size: int) -> None:
