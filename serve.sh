@@ -81,7 +81,8 @@ Try:
   curl -H "Authorization: Bearer \$(python3 -c 'import json; print(json.load(open("key_file.json"))["inference"]["key"])')" \\
        -H "Content-Type: image/png" --data-binary @data/images/chelsea.png \\
        $inference/predictions/frame_quality
-Watch face_detector track a face in the browser (open the address it prints):
-  .venv/bin/video-ingest --camera demo=data/demo.ts --loop --track --model face_detector --web 127.0.0.1:8095
+Watch face_detector track a face, and play the clip recorded each time it enters or leaves the
+zone "left" (open the address it prints, then Recordings):
+  .venv/bin/video-ingest --config scripts/demo.yaml --model face_detector --record recordings --web 127.0.0.1:8095
 Stop it with: ./serve.sh stop
 MSG

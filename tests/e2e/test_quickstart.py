@@ -1,5 +1,6 @@
-"""The README's quick start as written: `./serve.sh`, the curl it prints answers 200, the live view's
-demo it prints shows the tracked face in a real browser (Debian's Chromium), `./serve.sh stop`.
+"""The README's quick start as written: `./serve.sh`, the curl it prints answers 200, the camera
+demo it prints shows the tracked face in a real browser (Debian's Chromium) and records a clip of
+it that plays in the page, `./serve.sh stop`.
 
 It runs in a copy of the checkout (sharing this run's .venv), so its model_store/, logs/ and
 key_file.json do not touch the working tree; `VIDEO_TS_PORT_OFFSET` and its own TMPDIR keep it
@@ -93,9 +94,11 @@ def _demo_shows_the_tracked_face(checkout: Path, printed: str, inference: str, t
     from tests import browser
     from tests.rtsp_server import free_port
 
-    line = printed[printed.index("Watch face_detector"):].splitlines()[1].strip()
+    line = next(x.strip() for x in printed[printed.index("Watch face_detector"):].splitlines()
+                if x.strip().startswith(".venv/bin/video-ingest"))
     shown = support.fenced_block(support.ROOT / "docs" / "ingest.md", "A demo on a fresh clone", "bash").strip()
     assert line == shown
+    assert f"`{line}`" in " ".join(README.split())  # the quick start's words, its line breaks aside
     assert (checkout / "data" / "demo.ts").is_file()  # made by serve.sh
     port = free_port()
     command = _command(line.replace("127.0.0.1:8095", f"127.0.0.1:{port}"))
@@ -113,11 +116,38 @@ def _demo_shows_the_tracked_face(checkout: Path, printed: str, inference: str, t
             "const t = view.tiles.get('demo'); return t && t.drawn.filter((d) => d.label === 'face' && "
             "Number.isInteger(d.track_id))"), timeout=60)
         assert len(faces) == 1
+        _a_clip_plays(driver, tmp_path / "demo.jsonl")
     finally:
         if driver is not None:
             driver.quit()
         demo.terminate()
         demo.wait(timeout=30)
+
+
+def _a_clip_plays(driver, results: Path) -> None:
+    """The quick start's last words: once a clip of the face is made, Recordings, then its Play
+    plays it in the page."""
+    from selenium.webdriver.common.by import By
+
+    from tests import browser
+
+    def clipped() -> str | None:
+        text = results.read_text() if results.exists() else ""
+        made = [json.loads(line) for line in text.splitlines() if '"event": "clip"' in line]
+        return made[0]["of"] if made else None
+
+    assert wait_until(clipped, 60), "no clip made: " + results.read_text()[-2000:]
+    event = clipped()
+    browser.wait(driver, "the Recordings button", lambda: next(
+        (b for b in driver.find_elements(By.ID, "show-recordings") if b.is_displayed()), None)).click()
+    card = f"#recorded-events li[data-id='{event}']"
+    browser.wait(driver, "the event's card with its snapshot", lambda: driver.execute_script(
+        "const c = document.querySelector(arguments[0]); const i = c && c.querySelector('img');"
+        "return i && i.naturalWidth === 640;", card))
+    driver.find_element(By.CSS_SELECTOR, f"{card} button").click()
+    browser.wait(driver, "its clip playing in the card", lambda: driver.execute_script(
+        "const v = document.getElementById('player');"
+        "return v.parentElement.dataset.id === arguments[0] && !v.paused && v.currentTime > 1.0;", event))
 
 
 def _refused(url: str) -> bool:
