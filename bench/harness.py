@@ -51,8 +51,8 @@ def machine() -> str:
 # --- /proc --------------------------------------------------------------------------------------
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system seconds process `pid` has spent (fields 14 and 15 of /proc/PID/stat; 0 once gone)."""
+def cpu_seconds(pid: int | str) -> float:
+    """User + system seconds of process `pid` or thread `PID/task/TID` (/proc/PID/stat's 14 and 15; 0 once gone)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     except OSError:
@@ -93,7 +93,7 @@ class Window:
     """CPU seconds of each group of processes between `start` and `stop`, and `others`: what the rest
     of the machine spent meanwhile (the machine may be shared)."""
 
-    def __init__(self, groups: Mapping[str, Sequence[int]]) -> None:
+    def __init__(self, groups: Mapping[str, Sequence[int | str]]) -> None:
         self.groups = groups
         self.t0 = self.t1 = 0.0
         self.cpu_s: dict[str, float] = {}

@@ -36,11 +36,18 @@ def test_ingest_imports_only_the_key_tools_and_the_handlers_ground_floor():
             assert any(name == a or name.startswith(a + ".") for a in ALLOWED), f"{path.name} imports {name}"
 
 
+#: The one bench that measures a part of the bridge in its own process (the recorder, issue 50) rather
+#: than the `video-ingest` command: it sits above the bridge, as the tests do.
+MEASURES_INGEST = {"bench/record.py"}
+
+
 def test_nothing_of_the_project_imports_ingest():
     for package in PROJECT:
         if package == "ingest":
             continue
         for path in sorted((ROOT / package).rglob("*.py")):
+            if path.relative_to(ROOT).as_posix() in MEASURES_INGEST:
+                continue
             assert not any(n.split(".")[0] == "ingest" for n in _imports(path)), f"{path} imports ingest"
 
 
