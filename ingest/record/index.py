@@ -46,6 +46,9 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 EVENTS = ("entered", "left", "crossed")
 #: Events a page of the list holds at most.
 MAX_PAGE = 200
+#: Seconds a segment lasts at most (600 packets: `ingest.cameras.segments.MAX_PACKETS`, at 1 fps):
+#: a bound on the index's search back from a time (without it, a query walks the camera's history).
+MAX_SEGMENT_S = 600.0
 #: Seconds a clip grows to at most by taking in its track's overlapping events (then a new one starts).
 MAX_CLIP_S = 120.0
 
@@ -142,15 +145,15 @@ class Index:
 
     def segments(self, camera: str, start: float, end: float) -> list[Segment]:
         """The camera's segments holding video of [start, end], in order, from the one holding `start`."""
-        rows = self.read("SELECT * FROM segments WHERE camera = ? AND start <= ? AND end > ? ORDER BY start",
-                         (camera, end, start))
+        rows = self.read("SELECT * FROM segments WHERE camera = ? AND start > ? AND start <= ? AND end > ? "
+                         "ORDER BY start", (camera, start - MAX_SEGMENT_S, end, start))
         return [Segment(**dict(row)) for row in rows]
 
     def spans(self, camera: str, start: float, end: float, gap: float = 2.0) -> list[tuple[float, float]]:
         """The camera's recorded time in [start, end], runs closer than `gap` joined (a timeline)."""
         out: list[list[float]] = []
-        for row in self.read("SELECT start, end FROM segments WHERE camera = ? AND end > ? AND start < ? "
-                             "ORDER BY start", (camera, start, end)):
+        for row in self.read("SELECT start, end FROM segments WHERE camera = ? AND start > ? AND start < ? "
+                             "AND end > ? ORDER BY start", (camera, start - MAX_SEGMENT_S, end, start)):
             if out and row["start"] - out[-1][1] <= gap:
                 out[-1][1] = max(out[-1][1], row["end"])
             else:

@@ -22,7 +22,7 @@ from ingest.record import clips, retention
 
 if TYPE_CHECKING:
     from ingest.record.index import Clip
-    from ingest.record.recorder import Recorder
+    from ingest.record.store import Store
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def file_name(event_id: str) -> str:
 class Jobs:
     """Snapshots and clips of one recorder, on one thread."""
 
-    def __init__(self, recorder: Recorder) -> None:
+    def __init__(self, recorder: Store) -> None:
         self._recorder = recorder
         self._ready = threading.Condition()
         self._snapshots: deque[tuple[str, float]] = deque()  # (event id, give up at)

@@ -21,15 +21,16 @@ from typing import TYPE_CHECKING
 from ingest.record.index import EVENTS, Index, event_row
 
 if TYPE_CHECKING:
-    from ingest.record.recorder import Recorder
+    from ingest.record.store import Store
 
 logger = logging.getLogger(__name__)
 
 TS_PACKET = 188
 
 
-def reconcile(recorder: Recorder) -> int:
-    """Makes the index and `recorder.directory` agree; returns the bytes they hold."""
+def reconcile(recorder: Store) -> tuple[int, list[str]]:
+    """Makes the index and `recorder.directory` agree; returns the bytes they hold and the events
+    whose snapshot is still to make (the newest 1000: the process stopped before they were)."""
     index = recorder.index
     fixed = sum(_file(recorder, row["path"]) for row in index.read("SELECT path FROM files"))
     fixed += _orphans(recorder)
@@ -39,18 +40,19 @@ def reconcile(recorder: Recorder) -> int:
                 db.execute("UPDATE clips SET state = 'pending', path = NULL, bytes = 0 WHERE id = ?", (row["id"],))
                 fixed += 1
     fixed += _results(recorder)
-    for row in index.read("SELECT id FROM events WHERE snapshot IS NULL ORDER BY at DESC LIMIT 1000"):
-        recorder.jobs.snapshot(row["id"])  # the process stopped before it was made
+    snapshots = [row["id"] for row in index.read("SELECT id FROM events WHERE snapshot IS NULL ORDER BY at DESC "
+                                                   "LIMIT 1000")]
     for row in index.read("SELECT camera, max(end) AS end FROM segments GROUP BY camera"):
         recorder.recorded_to[row["camera"]] = row["end"]
     if fixed:
         logger.warning("recorder: %d things in %s did not agree with the index (a crash?): fixed", fixed,
                        recorder.directory)
-    return sum(int(index.read(sql)[0][0] or 0) for sql in (
+    used = sum(int(index.read(sql)[0][0] or 0) for sql in (
         "SELECT sum(bytes) FROM files", "SELECT sum(bytes) FROM clips", "SELECT sum(snapshot_bytes) FROM events"))
+    return used, snapshots
 
 
-def _file(recorder: Recorder, rel: str) -> int:
+def _file(recorder: Store, rel: str) -> int:
     """One recording file against its segments' rows; returns how many things were fixed."""
     index: Index = recorder.index
     path = recorder.directory / rel
@@ -82,7 +84,7 @@ def _file(recorder: Recorder, rel: str) -> int:
     return fixed + (size < 0)
 
 
-def _orphans(recorder: Recorder) -> int:
+def _orphans(recorder: Store) -> int:
     """Files no row names (and `.part` files) deleted; returns how many."""
     index = recorder.index
     named = {row[0] for row in index.read("SELECT path FROM files UNION ALL SELECT path FROM clips WHERE path "
@@ -98,7 +100,7 @@ def _orphans(recorder: Recorder) -> int:
     return gone
 
 
-def _results(recorder: Recorder) -> int:
+def _results(recorder: Store) -> int:
     """Events of the results file (after the last checkpoint) the index lacks, added; how many."""
     path = recorder.results
     if path is None or not path.is_file():
@@ -123,6 +125,5 @@ def _results(recorder: Recorder) -> int:
             if recorder.index.add_event(row):
                 recorder.index.clip_for(row["id"], row["camera"], row["track_id"], row["at"] - settings.pre_seconds,
                                         row["at"] + settings.post_seconds)
-                recorder.jobs.snapshot(row["id"])
                 added += 1
     return added

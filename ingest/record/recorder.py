@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from ingest.cameras.units import Recorded, Unit
-from ingest.config import Camera
 from ingest.record import retention
-from ingest.record.index import EVENTS, Index, event_row
+from ingest.record.index import EVENTS, event_row
 from ingest.record.jobs import Jobs
 from ingest.record.metrics import RecordMetrics
 from ingest.record.reconcile import reconcile
 from ingest.record.settings import RecordMode, RecordSettings
+from ingest.record.store import Store
 from ingest.sinks.output import Lines
 
 logger = logging.getLogger(__name__)
@@ -59,8 +59,8 @@ class _File:
     written: float = 0.0  # monotonic time of the last write
 
 
-class Recorder:
-    """Writes and indexes the recordings under `directory`.
+class Recorder(Store):
+    """Writes and indexes the recordings under `directory` (`Store` holds what its threads share).
 
     Args:
         directory: `--record DIR` (made if missing).
@@ -72,50 +72,16 @@ class Recorder:
 
     def __init__(self, directory: Path, cap: int | None, lines: Lines, metrics: RecordMetrics,
                  results: Path | None = None) -> None:
-        self.directory = Path(directory).resolve()
-        self.directory.mkdir(parents=True, exist_ok=True)
-        disk = retention.disk(self.directory)
-        self.cap = cap if cap is not None else int(disk.total * 0.9)
-        self.metrics = metrics
-        self.metrics.cap.set(self.cap)
-        self.index = Index(self.directory / "index.sqlite3")
-        self._lines = lines
-        self.results = results
-        self._settings: dict[str, RecordSettings] = {}
-        self._cameras: dict[str, Camera] = {}
+        super().__init__(directory, cap, lines, metrics, results)
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(QUEUE)
         self._files: dict[str, _File] = {}
         self._boxes: dict[str, dict[int, tuple[list[float], int, int]]] = {}
         self._motion: dict[str, list[float]] = {}  # camera -> [first, last] capture time of its motion now
-        self._lock = threading.Lock()
-        self.recorded_to: dict[str, float] = {}  # camera -> end of its latest recorded segment
-        self.used = 0
-        self.warned_full = False
         self.jobs = Jobs(self)
         self._thread = threading.Thread(target=self._run, name="recorder", daemon=True)
         self._next_tick = 0.0
 
     # --- the cameras' side: queue and return ------------------------------------------------
-
-    def configure(self, cameras: Iterable[Camera]) -> None:
-        """The cameras and their settings (at start and after each reload)."""
-        with self._lock:
-            for camera in cameras:
-                self._cameras[camera.name] = camera
-                self._settings[camera.name] = camera.record or RecordSettings()
-
-    def settings(self, camera: str | None) -> RecordSettings | None:
-        """The camera's recording settings, or None when it does not record."""
-        found = self._settings.get(camera or "")
-        return found if found is not None and found.on else None
-
-    def recording(self) -> list[tuple[str, RecordSettings]]:
-        """The cameras that record, with their settings."""
-        with self._lock:
-            return [(name, s) for name, s in self._settings.items() if s.on]
-
-    def camera(self, name: str) -> Camera | None:
-        return self._cameras.get(name)
 
     def stamp(self, line: dict[str, Any]) -> None:
         """An event line's `has_snapshot` (one will be made) and `has_clip` (not yet: a `clip`
@@ -147,34 +113,23 @@ class Recorder:
 
     def start(self) -> Recorder:
         """Reconciles the index with the disk (and the results file), then starts writing."""
-        self.used = reconcile(self)
-        self.metrics.used.set(self.used)
+        used, snapshots = reconcile(self)
+        self.add_used(used)
+        for event_id in snapshots:
+            self.jobs.snapshot(event_id)
         self._thread.start()
         self.jobs.start()
         return self
 
     def close(self, timeout: float = 10.0) -> None:
-        """Writes what is queued, closes the files; clips not yet due are made at the next start."""
+        """Writes what is queued, closes the files, makes the clips still waiting."""
         self._queue.put(("stop", None))
         self._thread.join(timeout)
         self.jobs.close(timeout)
         self.index.close()
 
-    def lines_event(self, camera: str, event: str, **fields: Any) -> None:
-        """An event line of the recorder's (a clip made), written as every other."""
-        self._lines.event(camera, event, **fields)
-
-    def add_used(self, size: int) -> None:
-        with self._lock:
-            self.used += size
-        self.metrics.used.set(self.used)
-
-    def made(self, size: int) -> None:
-        """A clip or snapshot of `size` bytes was written (the jobs' thread): the writer deletes the
-        oldest recordings if that went over the cap (at once: it may delete, the jobs never do)."""
-        self.add_used(size)
-        if self.used > self.cap:
-            self._queue.put(("cap", None))
+    def over_cap(self) -> None:
+        self._queue.put(("cap", None))
 
     # --- the writer's thread ------------------------------------------------------------------
 
@@ -278,6 +233,7 @@ class Recorder:
         return file
 
     def open_files(self) -> set[str]:
+        """The files being written (never deleted)."""
         return {f.rel for f in self._files.values()}
 
     def _close_files(self) -> None:

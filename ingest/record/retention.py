@@ -11,11 +11,10 @@ import errno
 import logging
 import shutil
 import sqlite3
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ingest.record.recorder import Recorder
+    from ingest.record.store import Store
 
 logger = logging.getLogger(__name__)
 
@@ -23,17 +22,12 @@ logger = logging.getLogger(__name__)
 BATCH = 200
 
 
-def disk(directory: Path) -> Any:
-    """The file system's total, used and free bytes."""
-    return shutil.disk_usage(directory)
-
-
-def _gone(recorder: Recorder, camera: str, size: int, reason: str) -> None:
+def _gone(recorder: Store, camera: str, size: int, reason: str) -> None:
     recorder.add_used(-size)
     recorder.metrics.deleted.labels(camera, reason).inc(size)
 
 
-def _unlink(recorder: Recorder, rel: str) -> None:
+def _unlink(recorder: Store, rel: str) -> None:
     path = recorder.directory / rel
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
@@ -44,7 +38,7 @@ def _unlink(recorder: Recorder, rel: str) -> None:
             parent.rmdir()
 
 
-def delete_file(recorder: Recorder, rel: str, reason: str) -> int:
+def delete_file(recorder: Store, rel: str, reason: str) -> int:
     """A recording file and its segments' rows; returns its bytes. On a disk so full that the index
     cannot record the deletion, the file goes first and its rows then (the next start would
     delete rows without a file)."""
@@ -62,7 +56,7 @@ def delete_file(recorder: Recorder, rel: str, reason: str) -> int:
     return int(row["bytes"])
 
 
-def _delete_rows(recorder: Recorder, rel: str) -> Any:
+def _delete_rows(recorder: Store, rel: str) -> Any:
     with recorder.index.writing() as db:
         row = db.execute("SELECT camera, bytes FROM files WHERE path = ?", (rel,)).fetchone()
         db.execute("DELETE FROM segments WHERE path = ?", (rel,))
@@ -70,7 +64,7 @@ def _delete_rows(recorder: Recorder, rel: str) -> Any:
     return row
 
 
-def delete_event(recorder: Recorder, event_id: str, reason: str) -> int:
+def delete_event(recorder: Store, event_id: str, reason: str) -> int:
     """An event, its snapshot, and its clip unless another event shares it; returns the bytes freed
     (0: it was gone already; what the index removed, counted once whoever deleted it)."""
     deleted = recorder.index.delete_event(event_id)
@@ -83,14 +77,14 @@ def delete_event(recorder: Recorder, event_id: str, reason: str) -> int:
     return size
 
 
-def drop_segment(recorder: Recorder, camera: str, rel: str, offset: int, size: int) -> None:
+def drop_segment(recorder: Store, camera: str, rel: str, offset: int, size: int) -> None:
     """A segment whose bytes the disk refused: its row goes (the file was cut back to `offset`)."""
     with recorder.index.writing() as db:
         db.execute("DELETE FROM segments WHERE path = ? AND offset = ?", (rel, offset))
         db.execute("UPDATE files SET bytes = bytes - ? WHERE path = ?", (size, rel))
 
 
-def by_age(recorder: Recorder, now: float) -> None:
+def by_age(recorder: Store, now: float) -> None:
     """Recordings past their `keep_until` (none a clip still needs), events past `retain_days`."""
     open_files = recorder.open_files()
     rows = recorder.index.read(
@@ -105,12 +99,12 @@ def by_age(recorder: Recorder, now: float) -> None:
         for row in recorder.index.read("SELECT id FROM events WHERE camera = ? AND at < ? LIMIT ?",
                                        (camera, now - days * 86400, BATCH)):
             delete_event(recorder, row["id"], "age")
-    usage = disk(recorder.directory)
+    usage = shutil.disk_usage(recorder.directory)
     recorder.metrics.free.set(usage.free)
     recorder.metrics.disk.set(usage.total)
 
 
-def under_cap(recorder: Recorder, needed: int, reason: str = "cap") -> None:
+def under_cap(recorder: Store, needed: int, reason: str = "cap") -> None:
     """Deletes the oldest recordings (then the oldest events) until `needed` more bytes fit the cap."""
     for _ in range(BATCH):
         if recorder.used + needed <= recorder.cap:
@@ -121,7 +115,7 @@ def under_cap(recorder: Recorder, needed: int, reason: str = "cap") -> None:
             return
 
 
-def _delete_oldest(recorder: Recorder, reason: str, exclude: frozenset[str] = frozenset(), events: bool = True) -> bool:
+def _delete_oldest(recorder: Store, reason: str, exclude: frozenset[str] = frozenset(), events: bool = True) -> bool:
     skip = recorder.open_files() | exclude
     for row in recorder.index.read("SELECT path FROM files ORDER BY start LIMIT ?", (len(skip) + 1,)):
         if row["path"] not in skip:
@@ -141,7 +135,7 @@ def disk_is_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
-def warn_full(recorder: Recorder) -> None:
+def warn_full(recorder: Store) -> None:
     """Says once that the disk is full."""
     if not recorder.warned_full:
         logger.warning("recorder: the disk of %s is full (another program, or a cap above the free space): deleting "
@@ -150,7 +144,7 @@ def warn_full(recorder: Recorder) -> None:
         recorder.warned_full = True
 
 
-def disk_full(recorder: Recorder, needed: int, exclude: set[str]) -> None:
+def disk_full(recorder: Store, needed: int, exclude: set[str]) -> None:
     """The disk refused a write: warned once, the oldest recordings (never events) deleted to free
     `needed` bytes (at least one file); the camera goes on (its segment is tried once more)."""
     warn_full(recorder)
