@@ -84,11 +84,12 @@ class Recorder(Store):
     # --- the cameras' side: queue and return ------------------------------------------------
 
     def stamp(self, line: dict[str, Any]) -> None:
-        """An event line's `has_snapshot` (one will be made) and `has_clip` (not yet: a `clip`
-        line follows when it is ready), before it is written (`Lines.annotate`)."""
-        if line.get("event") in EVENTS and line.get("camera") is not None:
-            recording = self.settings(line["camera"]) is not None
-            line["has_snapshot"] = recording
+        """An event line's `has_snapshot` (one will be made: the camera records, and has
+        recorded, so its codec is one that is) and `has_clip` (not yet: a `clip` line follows when
+        it is ready), before it is written (`Lines.annotate`)."""
+        camera = line.get("camera")
+        if line.get("event") in EVENTS and camera is not None:
+            line["has_snapshot"] = self.settings(camera) is not None and camera in self.recorded_to
             line["has_clip"] = False
 
     def segment(self, camera: str, unit: Unit, stream: Recorded) -> None:

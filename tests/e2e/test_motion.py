@@ -106,7 +106,10 @@ def test_a_parked_square_keeps_its_id_and_dwell_through_lights_infrared_and_a_cl
     write(cameras, camera("off", str(video)), camera("on", str(video), motion={"mask": CLOCK_MASK}))
     ingest = Ingest(tmp_path, detector, ["--config", str(cameras)], model=MODEL)
     try:
-        ingest.wait("both plays to end", lambda: finished(ingest, "off", "on"), timeout=150)
+        # `stopped`, not `disconnected`: the reader says a file ended before its last segment is
+        # answered; the bridge stops itself once both files ended and every unit is answered.
+        ingest.wait("both plays to end, every segment answered", lambda: ingest.events("off", "stopped")
+                    and ingest.events("on", "stopped"), timeout=150)
         expected = {("entered", "door", "red", None): 1, ("left", "door", "red", None): 1,
                     ("crossed", "gate", "red", "out"): 1, ("crossed", "gate", "red", "in"): 1}
         assert tally(ingest, "off") == tally(ingest, "on") == expected
