@@ -11,7 +11,7 @@ import pytest
 
 from tests import scenes
 from tests.e2e.ingest_cli import Ingest
-from tests.e2e.tracks import MODEL, SMALL, STEADY_FILE_TALLY, camera, tally, track_ids, write
+from tests.e2e.tracks import MODEL, SMALL, STEADY_FILE_TALLY, all_left, camera, tally, track_ids, write
 from tests.rtsp_server import free_port
 
 pytestmark = pytest.mark.e2e
@@ -49,7 +49,10 @@ def test_the_scripted_scenes_count_the_same_with_motion_on_and_off(detector, vid
     names = ["off", "on", "resized-off", "resized-on", "frames-off", "frames-on"]
     ingest = Ingest(tmp_path, detector, ["--config", str(cameras)], model=MODEL)
     try:
-        ingest.wait("every play to end", lambda: finished(ingest, *names), timeout=120)
+        # Each file's `disconnected` comes before its last segments are answered, and its tracks end
+        # (red leaves the door) after them: every frame answered and every member gone, then.
+        ingest.wait("every play to end, every frame answered", lambda: finished(ingest, *names) and all(
+            len(ingest.answers(name)) == 300 and all_left(ingest, name) for name in names), timeout=120)
         for name in ("off", "on", "frames-off", "frames-on"):
             assert tally(ingest, name) == STEADY_FILE_TALLY, name
             answers = ingest.answers(name)
