@@ -5,10 +5,16 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 export EXTRAS=test,ray,onnx  # the Ray Serve engine's tests too (rayserve/), and ONNX Runtime's
+if (($# == 0)); then  # .venv-vision's install (minutes, mostly download) beside .venv's and the lint
+  mkdir -p logs
+  scripts/vision.sh --install-only >logs/vision-install.log 2>&1 &
+  vision_install=$!
+fi
 . scripts/setup.sh
 if (($# > 0)); then
   exec python -m pytest "$@"
 fi
 scripts/lint.sh
+wait "$vision_install" || { cat logs/vision-install.log >&2; exit 1; }
 python -m pytest --ignore=tests/vision
 scripts/vision.sh

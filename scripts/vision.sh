@@ -2,7 +2,8 @@
 # The tests that need torchvision (tests/vision, and the detection tests again with torchvision's
 # NMS), in .venv-vision: torchvision 0.28 imports only beside PyPI's build of torch 2.13 (the one
 # users get, with its CUDA libraries: about 5 GB), not beside the CPU-only build scripts/setup.sh
-# installs. Arguments go to pytest, e.g. scripts/vision.sh -x -k classifier.
+# installs. Arguments go to pytest, e.g. scripts/vision.sh -x -k classifier; `--install-only`
+# installs and runs nothing (test.sh does it beside its own install and the lint).
 # VISION_PIP_ISOLATED=1 makes pip ignore this machine's pip configuration (CI sets it, where that
 # configuration points at a local CPU-only torch).
 set -euo pipefail
@@ -25,6 +26,7 @@ if [[ ! -f $stamp || $root/pyproject.toml -nt $stamp || $0 -nt $stamp ]]; then
   }
   touch "$stamp"
 fi
+[[ ${1:-} == --install-only ]] && exit 0
 # shellcheck disable=SC1091
 . "$venv/bin/activate"
 cd "$root"
